@@ -1,0 +1,52 @@
+"""Options of the life-cycle cost model shared by every mlaccel part."""
+
+from oslo_config import cfg
+
+GROUP = cfg.OptGroup(
+    'mlaccel_costmodel',
+    title='mlaccel life-cycle cost model',
+    help='Defaults the cost model uses to predict how many seconds a task '
+         'VM needs from host selection to its first training step, where a '
+         'host report has not measured the figure itself.')
+
+OPTS = [
+    cfg.FloatOpt(
+        'default_fetch_bandwidth',
+        default=100 * 1024 * 1024,
+        min=1.0,
+        help='Bytes per second a host is assumed to download an image at '
+             'when its report carries no measured fetch bandwidth.'),
+    cfg.IntOpt(
+        'default_image_size',
+        default=2 * 1024 ** 3,
+        min=0,
+        help='Image size in bytes assumed when the request does not say '
+             'how large its image is.'),
+    cfg.FloatOpt(
+        'default_build_seconds',
+        default=10.0,
+        min=0.0,
+        help='Seconds one build takes on a host whose report carries no '
+             'measured build throughput (image transfer excluded).'),
+    cfg.FloatOpt(
+        'cold_start_seconds',
+        default=3.0,
+        min=0.0,
+        help='Seconds from an ACTIVE VM to its first training step when the '
+             'task must start a cold process (runtime start, imports).'),
+    cfg.FloatOpt(
+        'warm_start_seconds',
+        default=0.1,
+        min=0.0,
+        help='Seconds from an ACTIVE VM to its first training step when a '
+             'warm task daemon slot forks the task.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(GROUP)
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts():
+    return OPTS
