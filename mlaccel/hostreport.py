@@ -147,7 +147,8 @@ def _check(data, size, max_bytes, max_cached_images):
         raise InvalidReport('report is a JSON %s, not an object'
                             % type(data).__name__)
     version = data.get('version')
-    match = _VERSION_RE.fullmatch(version) if isinstance(version, str) else None
+    match = (_VERSION_RE.fullmatch(version)
+             if isinstance(version, str) else None)
     if match is None:
         raise InvalidReport('version: %r is not of the form MAJOR.MINOR'
                             % (version,))

@@ -86,8 +86,10 @@ class ReportCache:
         self._disconnect()
 
     def wait_for_refresh(self, count=1, timeout=None):
-        """Block until ``count`` more refreshes have finished (for tests and
-        tools); return whether they did within ``timeout`` seconds."""
+        """Block until ``count`` more refreshes have finished.
+
+        For tests and tools; returns whether they did within ``timeout``.
+        """
         with self._refreshed:
             target = self.refreshes + count
             return self._refreshed.wait_for(
