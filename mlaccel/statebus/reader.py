@@ -117,7 +117,7 @@ class ReportCache:
             if self.healthy is False:
                 LOG.info('State bus %s answers again.', self._opts.backend_url)
             self.healthy = True
-            self._update(members)
+            self.load(members)
         self.last_refresh_seconds = time.perf_counter() - started
         with self._refreshed:
             self.refreshes += 1
@@ -135,8 +135,13 @@ class ReportCache:
         except coordination.GroupNotCreated:
             return {}
 
-    def _update(self, members):
-        """Decode what changed since the last refresh, keep the rest."""
+    def load(self, members):
+        """Replace the cache's reports with ``members``, as a refresh does.
+
+        :param members: ``{member id: raw report}`` as tooz returns them.
+            Reports whose bytes did not change since the last load are kept
+            without decoding them again; invalid ones are logged and dropped.
+        """
         old_raw, old_reports = self._raw, self._reports
         raw_by_host, reports = {}, {}
         for member, raw in members.items():
