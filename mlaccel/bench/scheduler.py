@@ -4,10 +4,10 @@ Two real ``nova.scheduler.host_manager.HostManager`` objects are built from
 configuration alone, one with Nova's defaults and one with the nova.conf
 lines of mlaccel's README, and schedule the same requests over the same
 hosts (real ``HostState`` objects filled in memory, each carrying full
-instance objects), interleaved so that machine noise hits both alike. Every host has
-a fresh report in the state-bus cache, as in a cloud where every compute
-runs the agent. The cache's background refresh is measured apart: one read
-of 1,000 hosts' reports published on a real file state bus.
+instance objects), interleaved so that machine noise hits both alike. Every
+host has a fresh report in the state-bus cache, as in a cloud where every
+compute runs the agent. The cache's background refresh is measured apart:
+one read of 1,000 hosts' reports published on a real file state bus.
 """
 
 import argparse
