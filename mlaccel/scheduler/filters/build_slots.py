@@ -40,10 +40,9 @@ class BuildSlotFilter(filters.BaseHostFilter):
         if not view.policy.build_slots:
             return hosts
         opts = self.conf.mlaccel_scheduler
-        passes = self._passes
-        return [h for h in hosts
-                if passes(h, view.reports.get(h.host),
-                          opts.max_builds_per_host, opts.build_slot_fail_open)]
+        cap, fail_open = opts.max_builds_per_host, opts.build_slot_fail_open
+        get, passes = view.reports.get, self._passes
+        return [h for h in hosts if passes(h, get(h.host), cap, fail_open)]
 
     def host_passes(self, host_state, spec_obj):
         return bool(self.filter_all([host_state], spec_obj))

@@ -22,15 +22,22 @@ class RequestWeigher(weights.BaseHostWeigher):
         super().__init__()
         self.conf = mlaccel_conf.CONF
         self._aggregate_key = 'mlaccel_' + self.MULTIPLIER_OPT
+        self._multiplier = self._configured_multiplier()
+
+    def _configured_multiplier(self):
+        return getattr(self.conf.mlaccel_scheduler, self.MULTIPLIER_OPT)
 
     def weight_multiplier(self, host_state):
-        default = getattr(self.conf.mlaccel_scheduler, self.MULTIPLIER_OPT)
+        # Nova asks once per host: the option is read once per request, in
+        # weigh_objects (every request sees the same value, so concurrent
+        # requests may share the attribute).
         if not host_state.aggregates:
-            return default
+            return self._multiplier
         return scheduler_utils.get_weight_multiplier(
-            host_state, self._aggregate_key, default)
+            host_state, self._aggregate_key, self._multiplier)
 
     def weigh_objects(self, weighed_obj_list, spec_obj):
+        self._multiplier = self._configured_multiplier()
         hosts = [obj.obj for obj in weighed_obj_list]
         return self.weigh_hosts(hosts, request.RequestView(spec_obj,
                                                            self.conf))
