@@ -111,8 +111,9 @@ class ReportCache:
                             'reports until it answers: %s',
                             self._opts.backend_url, exc)
             self.healthy = False
+            # Kept connected: the client reconnects by itself when the bus
+            # answers again, and stopping it could block for a minute.
             self._reports, self._raw = {}, {}
-            self._disconnect()
         else:
             if self.healthy is False:
                 LOG.info('State bus %s answers again.', self._opts.backend_url)
@@ -170,11 +171,7 @@ class ReportCache:
     def _disconnect(self):
         coord, self._coordinator = self._coordinator, None
         if coord is not None:
-            try:
-                coord.stop()
-            except Exception as exc:
-                LOG.debug('Ignored error stopping the state bus client: %s',
-                          exc)
+            statebus.stop_quietly(coord)
 
 
 _cache = None

@@ -1,0 +1,240 @@
+"""Fixtures shared by the unit and functional tests.
+
+- :class:`Conf`: an isolated ``ConfigOpts`` with every mlaccel option.
+- :class:`GlobalConf`: overrides on ``mlaccel.conf.CONF`` (what the Nova
+  plugins read), undone at cleanup.
+- :class:`RedisServer`: a real ``redis-server`` on a free loopback port.
+- :class:`StateBus`: a file or Redis state bus with ``[mlaccel_statebus]``
+  pointed at it, and publishers and report caches stopped at cleanup.
+- :class:`ProcessReportCache`: a fresh process-wide report cache (the one
+  the scheduler plugins use), stopped and forgotten at cleanup.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import fixtures
+from oslo_config import cfg
+from oslo_config import fixture as config_fixture
+import redis
+
+from mlaccel import conf as mlaccel_conf
+from mlaccel.statebus import publisher as statebus_publisher
+from mlaccel.statebus import reader as statebus_reader
+
+STATEBUS = 'mlaccel_statebus'
+
+
+class Conf(fixtures.Fixture):
+    """An isolated ``ConfigOpts`` with every mlaccel option registered.
+
+    :ivar conf: the ``ConfigOpts``; pass it to code taking ``conf``.
+    """
+
+    def _setUp(self):
+        self.conf = cfg.ConfigOpts()
+        mlaccel_conf.register_opts(self.conf)
+        self.conf([], project='mlaccel', default_config_files=[],
+                  default_config_dirs=[])
+        self.addCleanup(self.conf.reset)
+
+    def set(self, group, **overrides):
+        """Override options of ``group`` (a group name) for this test."""
+        for name, value in overrides.items():
+            self.conf.set_override(name, value, group)
+
+
+class GlobalConf(fixtures.Fixture):
+    """Overrides on the process-global ``mlaccel.conf.CONF``, undone later.
+
+    :ivar conf: ``mlaccel.conf.CONF``.
+    """
+
+    def _setUp(self):
+        self._fixture = self.useFixture(
+            config_fixture.Config(mlaccel_conf.CONF))
+        self.conf = mlaccel_conf.CONF
+
+    def set(self, group, **overrides):
+        self._fixture.config(group=group, **overrides)
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listened on a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+class RedisServerMissing(Exception):
+    pass
+
+
+class RedisServer(fixtures.Fixture):
+    """A real ``redis-server`` on loopback, without persistence.
+
+    It listens on a free port of 127.0.0.1 and is killed at cleanup.
+    :meth:`kill` stops it abruptly (an unreachable bus) and :meth:`start`
+    brings it back on the same port, empty.
+
+    :ivar port: its TCP port.
+    :ivar url: its tooz backend URL.
+    """
+
+    START_TIMEOUT = 10.0
+
+    def __init__(self):
+        super().__init__()
+        self.binary = shutil.which('redis-server') or shutil.which(
+            'redis-server', path='/usr/sbin:/usr/local/sbin:/sbin')
+        self.process = None
+        self.port = None
+
+    @property
+    def url(self):
+        return 'redis://127.0.0.1:%d' % self.port
+
+    def check_installed(self):
+        """Raise :class:`RedisServerMissing` if there is no redis-server."""
+        if self.binary is None:
+            raise RedisServerMissing(
+                'redis-server is not installed, but the state bus tests run '
+                'a real one: install the system packages listed in '
+                'bindep.txt (on Debian/Ubuntu: apt-get install '
+                'redis-server).')
+
+    def _setUp(self):
+        self.check_installed()
+        self.workdir = self.useFixture(fixtures.TempDir()).path
+        self.addCleanup(self.kill)
+        for attempt in range(3):
+            self.port = free_port()
+            if self.start():
+                return
+        raise RuntimeError('redis-server did not start: %s' % self._log())
+
+    def start(self):
+        """Start the server on ``self.port``; return whether it answers."""
+        log = open(os.path.join(self.workdir, 'redis.log'), 'ab')
+        with log:
+            self.process = subprocess.Popen(
+                [self.binary, '--port', str(self.port),
+                 '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
+                 '--dir', self.workdir, '--daemonize', 'no',
+                 '--loglevel', 'warning'],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        client = redis.Redis(host='127.0.0.1', port=self.port,
+                             socket_timeout=1, socket_connect_timeout=1)
+        deadline = time.monotonic() + self.START_TIMEOUT
+        try:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    return False  # e.g. the port was taken meanwhile
+                try:
+                    if client.ping():
+                        return True
+                except redis.RedisError:
+                    time.sleep(0.02)
+        finally:
+            client.close()
+        self.kill()
+        raise RuntimeError('redis-server did not answer PING within %.0f s: '
+                           '%s' % (self.START_TIMEOUT, self._log()))
+
+    def kill(self):
+        """SIGKILL the server and reap it (no-op if it is not running)."""
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+        if process is not None:
+            process.wait()
+
+    def _log(self):
+        try:
+            with open(os.path.join(self.workdir, 'redis.log'), 'rb') as f:
+                return f.read()[-2000:].decode(errors='replace')
+        except OSError as exc:
+            return '(no log: %s)' % exc
+
+
+class StateBus(fixtures.Fixture):
+    """A state bus with ``[mlaccel_statebus] backend_url`` pointing at it.
+
+    :param conf: the ``ConfigOpts`` to configure, e.g. ``Conf().conf`` or
+        ``mlaccel.conf.CONF`` (then overridden through a ``GlobalConf``).
+    :param backend: ``'file'`` (a temporary directory) or ``'redis'`` (a
+        real :class:`RedisServer`).
+
+    :ivar url: the backend URL.
+    :ivar server: the :class:`RedisServer`, for ``'redis'``.
+    :ivar path: the bus directory, for ``'file'``.
+    """
+
+    def __init__(self, conf, backend='file'):
+        super().__init__()
+        if backend not in ('file', 'redis'):
+            raise ValueError('backend must be "file" or "redis", not %r'
+                             % backend)
+        self.conf = conf
+        self.backend = backend
+        self.server = None
+        self.path = None
+
+    def _setUp(self):
+        # The synchronous tooz executor spares the 1 s a threaded client
+        # needs to stop; the bus behaves the same otherwise.
+        if self.backend == 'redis':
+            self.server = self.useFixture(RedisServer())
+            self.url = self.server.url + '?executor=synchronous'
+        else:
+            self.path = self.useFixture(fixtures.TempDir()).path
+            self.url = 'file://%s?executor=synchronous' % self.path
+        if self.conf is mlaccel_conf.CONF:
+            self.useFixture(GlobalConf()).set(STATEBUS, backend_url=self.url)
+        else:
+            self.conf.set_override('backend_url', self.url, STATEBUS)
+            self.addCleanup(self.conf.clear_override, 'backend_url',
+                            STATEBUS)
+
+    def publisher(self, host):
+        """A started :class:`~mlaccel.statebus.publisher.Publisher`."""
+        pub = statebus_publisher.Publisher(host, self.conf)
+        self.addCleanup(pub.stop)
+        pub.start()
+        return pub
+
+    def cache(self):
+        """A :class:`~mlaccel.statebus.reader.ReportCache`, not started.
+
+        Call its ``refresh()`` to read the bus synchronously.
+        """
+        cache = statebus_reader.ReportCache(self.conf)
+        self.addCleanup(cache.stop)
+        return cache
+
+
+class ProcessReportCache(fixtures.Fixture):
+    """Give the process a fresh report cache, as the plugins get it.
+
+    ``mlaccel.statebus.reader.get_cache()`` keeps one cache per process;
+    this replaces it for the test and stops it afterwards, so tests do not
+    see each other's reports.
+
+    :ivar cache: the process-wide ``ReportCache`` during the test.
+    """
+
+    def __init__(self, conf=None):
+        super().__init__()
+        self.conf = conf or mlaccel_conf.CONF
+
+    def _setUp(self):
+        self.cache = statebus_reader.ReportCache(self.conf)
+        self.addCleanup(self.cache.stop)
+        self.useFixture(fixtures.MonkeyPatch(
+            'mlaccel.statebus.reader._cache', self.cache))
+        self.useFixture(fixtures.MonkeyPatch(
+            'mlaccel.statebus.reader._cache_pid', os.getpid()))
