@@ -1,0 +1,82 @@
+"""Options of the task launcher (``mlaccel launch``)."""
+
+from oslo_config import cfg
+
+GROUP = cfg.OptGroup(
+    'mlaccel_launcher',
+    title='mlaccel task launcher',
+    help='How "mlaccel launch" creates a task\'s VMs, learns that their task '
+         'daemons are ready and cleans up. Command-line flags override these '
+         'defaults.')
+
+OPTS = [
+    cfg.HostAddressOpt(
+        'listen_host',
+        default='0.0.0.0',
+        help='Address the readiness listener binds. The task daemon in each '
+             'VM pushes its readiness to it over HTTP, so it must be '
+             'reachable from the VMs\' network.'),
+    cfg.PortOpt(
+        'listen_port',
+        default=0,
+        help='Port of the readiness listener; 0 picks a free port for each '
+             'launch.'),
+    cfg.HostAddressOpt(
+        'callback_host',
+        help='Host name or address the VMs use to reach the readiness '
+             'listener, written into each VM\'s readiness URL. Required when '
+             'listen_host is a wildcard address.'),
+    cfg.PortOpt(
+        'taskd_port',
+        default=7070,
+        help='TCP port the task daemon in each VM listens on for the '
+             'launcher (on every interface of the guest, guarded by a '
+             'per-launch token).'),
+    cfg.ListOpt(
+        'preload',
+        default=['torch', 'torch._dynamo'],
+        help='Modules the task daemon imports before it reports ready, so '
+             'that forked tasks start warm.'),
+    cfg.FloatOpt(
+        'poll_interval',
+        default=1.0,
+        min=0.2,
+        help='Seconds between two status reads of all the launch\'s servers '
+             '(one list call). Polling is only the fallback that notices '
+             'ACTIVE and ERROR; readiness itself is pushed.'),
+    cfg.IntOpt(
+        'initial_parallelism',
+        default=4,
+        min=1,
+        help='Server creations in flight at first. Each creation holds a '
+             'slot of the adaptive limiter from its API call until the '
+             'server is ACTIVE or failed; the limit then follows the '
+             'measured latency.'),
+    cfg.IntOpt(
+        'max_parallelism',
+        default=32,
+        min=1,
+        help='Most server creations ever in flight at once.'),
+    cfg.FloatOpt(
+        'delete_timeout',
+        default=300.0,
+        min=1.0,
+        help='Seconds to wait for all the launch\'s servers to disappear '
+             'after deleting them; the ones left are reported as leaked.'),
+    cfg.StrOpt(
+        'name_prefix',
+        default='mlaccel',
+        regex=r'^[A-Za-z0-9][A-Za-z0-9_.]*$',
+        help='First part of every server name, <prefix>-<launch id>-<index>.'
+             ' Cleanup finds servers whose create response was lost by that '
+             'name and their mlaccel_launch metadata.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(GROUP)
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts():
+    return OPTS

@@ -1,0 +1,1 @@
+"""The task launcher behind ``mlaccel launch``; see ``api.launch``."""

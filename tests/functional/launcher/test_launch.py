@@ -1,0 +1,199 @@
+"""The launcher against Nova's in-process services, through openstacksdk.
+
+Real parts: Nova's API (wsgi-intercept catches openstacksdk's requests),
+conductor, scheduler, placement and a compute service; the launcher's
+readiness listener on a loopback socket; one real ``mlaccel-taskd`` process
+per server, started by :mod:`tests.functional.launcher.guest` in place of
+the guest that Nova's fake hypervisor cannot boot. Faults are injected at
+the hypervisor (a spawn that fails), at Nova's quota, in the task, and on
+the wire (a create whose response is lost).
+
+Run with stestr (not pytest) and ``OS_NOVA_DISABLE_EVENTLET_PATCHING=1`` for
+native threads, ``=0`` (or unset) for eventlet.
+"""
+
+import os
+import sys
+import threading
+
+import fixtures
+from keystoneauth1 import noauth
+from keystoneauth1 import session as ks_session
+from nova.tests import fixtures as nova_fixtures
+from nova.tests.functional import integrated_helpers
+import openstack.connection
+
+from mlaccel.launcher import api
+from mlaccel.launcher import record
+from mlaccel import limiter as mlaccel_limiter
+from tests.functional.launcher import guest
+
+IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'  # nova's GlanceFixture image1
+ECHO = 'tests.functional.launcher.tasks:echo'
+FAIL = 'tests.functional.launcher.tasks:fail'
+
+
+class PeakLimiter(mlaccel_limiter.AdaptiveLimiter):
+    """The real limiter, remembering the most slots ever held at once."""
+
+    peak = 0
+
+    def acquire(self, timeout=None):
+        token = super().acquire(timeout)
+        self.peak = max(self.peak, self.in_flight)
+        return token
+
+
+class LaunchTest(integrated_helpers.ProviderUsageBaseTestCase):
+
+    # Nova loads drivers from its own package only: the fake driver's name
+    # is patched to point at the subclass booting local task daemons.
+    compute_driver = 'fake.MediumFakeDriver'
+
+    def setUp(self):
+        self.flags(api_paste_config=os.path.join(
+            sys.prefix, 'etc', 'nova', 'api-paste.ini'), group='wsgi')
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.fake.MediumFakeDriver', guest.TaskdGuestDriver))
+        super().setUp()
+        # The harness validates API responses strictly ("error"), and the
+        # detail of a server buried in cell0 (e.g. over quota) fails that
+        # check at the latest microversion. Deployments default to "warn".
+        self.flags(response_validation='warn', group='api')
+        self._start_compute('host1')
+        self.addCleanup(guest.shutdown_all)
+        self.useFixture(fixtures.MonkeyPatch(
+            'tests.functional.launcher.guest.FAIL_SPAWN', set()))
+        session = ks_session.Session(
+            auth=noauth.NoAuth(), additional_headers={
+                'X-Auth-User': 'admin',
+                'X-Auth-Project-Id': nova_fixtures.PROJECT_ID,
+                'X-Roles': 'reader,member,admin'})
+        self.conn = openstack.connection.Connection(
+            session=session,
+            compute_endpoint_override=self.api_fixture.base_url)
+
+    def _launch(self, count, entry=ECHO, **kwargs):
+        kwargs.setdefault('timeout', 40)
+        return api.launch(self.conn, IMAGE, 'm1.tiny', count, entry,
+                          {'x': 1}, listen_host='127.0.0.1',
+                          preload=['json'], poll_interval=0.5,
+                          delete_timeout=60, **kwargs)
+
+    def _assert_nothing_left(self):
+        # DELETED: destroyed, its row not yet marked deleted (milliseconds).
+        self.assertEqual([], [s.id for s in self.conn.compute.servers()
+                              if s.status != 'DELETED'])
+        self.assertEqual({}, guest.GUESTS)
+
+    def test_launch_runs_task_everywhere_and_deletes(self):
+        progress = []
+        result = self._launch(3, progress=progress.append,
+                              submit_options={'seed': 7})
+        self.assertEqual('succeeded', result['outcome'], result['error'])
+        self.assertEqual(3, len(result['vms']))
+        pids = set()
+        for vm in result['vms']:
+            self.assertEqual('succeeded', vm['state'])
+            self.assertEqual({'x': 1}, vm['result']['args'])
+            pids.add(vm['result']['pid'])
+            self.assertTrue(vm['address'].startswith('tcp:127.0.0.1:'))
+            self.assertEqual('Success', vm['nova']['build_result'])
+            durations = vm['timeline']['durations']
+            for stage in ('scheduling', 'creation', 'buffering', 'running'):
+                self.assertIsNotNone(durations[stage], (vm['name'], stage))
+                self.assertGreaterEqual(durations[stage], 0)
+        self.assertEqual(3, len(pids))  # three daemons ran the task
+        task = result['timeline']
+        self.assertEqual(['requested', 'scheduled', 'active', 'started',
+                          'finished'], sorted(task['events'],
+                                              key=task['events'].get))
+        self.assertEqual(3, len(result['cleanup']['deleted']))
+        self.assertEqual([], result['cleanup']['leaked'])
+        self.assertEqual(3, progress[-1]['done'])
+        self._assert_nothing_left()
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'record.json')
+        record.write_json(result, path)
+        self.assertIn('succeeded', record.format_table(result))
+
+    def test_spawn_failure_half_way_leaves_no_server(self):
+        # The second of three servers fails in the hypervisor.
+        original = api.Launch.__init__
+
+        def init(launch, *args, **kwargs):
+            original(launch, *args, **kwargs)
+            guest.FAIL_SPAWN.add(launch.servers.name(1))
+        self.useFixture(fixtures.MonkeyPatch(
+            'mlaccel.launcher.api.Launch.__init__', init))
+        result = self._launch(3)
+        self.assertEqual('failed', result['outcome'])
+        self.assertIn('failed to build', result['error'])
+        self.assertIn('injected spawn failure', result['error'])
+        self.assertEqual([], result['cleanup']['leaked'])
+        self._assert_nothing_left()
+
+    def test_kth_create_refused_by_quota_leaves_no_server(self):
+        self.flags(instances=2, group='quota')
+        result = self._launch(4, limiter=mlaccel_limiter.AdaptiveLimiter(
+            initial=4, max_limit=4))
+        self.assertEqual('failed', result['outcome'])
+        self.assertIn('Quota exceeded', result['error'])
+        self.assertEqual([], result['cleanup']['leaked'])
+        self._assert_nothing_left()
+
+    def test_lost_create_response_found_and_deleted(self):
+        # Nova creates the server but the launcher never sees the reply:
+        # cleanup must find it by its name and metadata tag.
+        real_create = self.conn.compute.create_server
+        calls = []
+
+        def create_server(**attrs):
+            server = real_create(**attrs)
+            calls.append(server.id)
+            if len(calls) == 2:
+                raise openstack.exceptions.HttpException(
+                    'connection reset while reading the response')
+            return server
+        self.useFixture(fixtures.MonkeyPatch(
+            'openstack.compute.v2._proxy.Proxy.create_server',
+            lambda proxy, **attrs: create_server(**attrs)))
+        result = self._launch(3, limiter=mlaccel_limiter.AdaptiveLimiter(
+            initial=1, max_limit=1))
+        self.assertEqual('failed', result['outcome'])
+        self.assertIn(calls[1], result['cleanup']['deleted'])
+        self._assert_nothing_left()
+
+    def test_task_failure_deletes_servers(self):
+        result = self._launch(2, entry=FAIL)
+        self.assertEqual('failed', result['outcome'])
+        self.assertIn('injected task failure', result['error'])
+        self.assertEqual(['failed', 'failed'],
+                         [vm['state'] for vm in result['vms']])
+        self._assert_nothing_left()
+
+    def test_cancel_while_waiting_deletes_servers(self):
+        cancel = threading.Event()
+
+        def progress(snapshot):
+            if snapshot['ready']:
+                cancel.set()
+        error = self.assertRaises(api.LaunchInterrupted, self._launch, 3,
+                                  progress=progress, cancel=cancel)
+        self.assertEqual('cancelled', error.record['outcome'])
+        self.assertEqual([], error.record['cleanup']['leaked'])
+        self._assert_nothing_left()
+
+    def test_limiter_bounds_creations_in_flight(self):
+        limiter = PeakLimiter(initial=1, min_limit=1, max_limit=1)
+        result = self._launch(3, limiter=limiter)
+        self.assertEqual('succeeded', result['outcome'], result['error'])
+        self.assertEqual(1, limiter.peak)
+        # One slot, held from the create call until the server is built:
+        # each creation was requested after the previous one was built.
+        timelines = [vm['timeline']['events'] for vm in result['vms']]
+        requested = sorted(t['requested'] for t in timelines)
+        active = sorted(t['active'] for t in timelines)
+        for previous_active, next_requested in zip(active, requested[1:]):
+            self.assertLessEqual(previous_active, next_requested)
+        self._assert_nothing_left()
