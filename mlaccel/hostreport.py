@@ -85,15 +85,16 @@ class HostReport:
         return data
 
 
-def encode(report, max_bytes=MAX_REPORT_BYTES):
+def encode(report, max_bytes=MAX_REPORT_BYTES,
+           max_cached_images=MAX_CACHED_IMAGES):
     """Encode a report as compact UTF-8 JSON bytes.
 
     :raises InvalidReport: if the encoded report would be rejected by
-        :func:`decode` (too large, or out of the schema's bounds).
+        :func:`decode` with the same bounds.
     """
     data = report.to_dict()
     raw = json.dumps(data, separators=(',', ':'), sort_keys=True).encode()
-    _check(data, len(raw), max_bytes, MAX_CACHED_IMAGES)
+    _check(data, len(raw), max_bytes, max_cached_images)
     return raw
 
 
@@ -106,6 +107,8 @@ def parse(raw, max_bytes=MAX_REPORT_BYTES,
     if not isinstance(raw, (bytes, bytearray, str)):
         raise InvalidReport('report is a %s, not JSON text'
                             % type(raw).__name__)
+    if isinstance(raw, str):
+        raw = raw.encode('utf-8', 'surrogatepass')
     if len(raw) > max_bytes:
         raise InvalidReport('report has %d bytes, more than the %d allowed'
                             % (len(raw), max_bytes))

@@ -10,6 +10,7 @@
   the scheduler plugins use), stopped and forgotten at cleanup.
 """
 
+import ctypes
 import os
 import shutil
 import signal
@@ -70,6 +71,12 @@ def free_port():
         return sock.getsockname()[1]
 
 
+def _die_with_parent():
+    """In a child before exec: get SIGKILL when the test process dies."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 class RedisServerMissing(Exception):
     pass
 
@@ -126,7 +133,8 @@ class RedisServer(fixtures.Fixture):
                  '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
                  '--dir', self.workdir, '--daemonize', 'no',
                  '--loglevel', 'warning'],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                preexec_fn=_die_with_parent)
         client = redis.Redis(host='127.0.0.1', port=self.port,
                              socket_timeout=1, socket_connect_timeout=1)
         deadline = time.monotonic() + self.START_TIMEOUT

@@ -72,8 +72,9 @@ class Publisher:
         if report.host != self.host:
             raise ValueError('report of host %r given to the publisher of %r'
                              % (report.host, self.host))
-        raw = hostreport.encode(
-            report, self.conf.mlaccel_statebus.max_report_bytes)
+        opts = self.conf.mlaccel_statebus
+        raw = hostreport.encode(report, opts.max_report_bytes,
+                                opts.max_cached_images)
         self.start()
         with self._lock:
             coord = self._coordinator

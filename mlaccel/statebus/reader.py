@@ -4,7 +4,10 @@ The scheduler plugins never touch the bus themselves: they take one
 :class:`Snapshot` per request and look hosts up in it, O(1) each. A
 background thread replaces the cache every ``refresh_interval`` seconds with
 one ``get_members_with_capabilities`` call. When the bus cannot be read the
-cache empties, so the plugins fall back to stock behaviour at once.
+cache empties, so the plugins fall back to stock behaviour at once. A read
+of an unreachable Redis can take tooz about a minute of retries to fail;
+until then the reports already held expire by their own timestamps after
+``report_max_age`` seconds.
 """
 
 import os
@@ -55,6 +58,7 @@ class ReportCache:
         self._thread = None
         self._stop = threading.Event()
         self._refreshed = threading.Condition()
+        self._refreshing = threading.Lock()
         self.refreshes = 0
         self.healthy = None
         self.last_refresh_seconds = None
@@ -102,6 +106,10 @@ class ReportCache:
 
     def refresh(self):
         """Read every report once and swap them in; never raises."""
+        with self._refreshing:
+            self._refresh()
+
+    def _refresh(self):
         started = time.perf_counter()
         try:
             members = self._read_members()

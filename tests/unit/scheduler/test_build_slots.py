@@ -1,0 +1,136 @@
+"""The build-slot filter on real Nova host states and request specs."""
+
+import os
+import time
+
+import fixtures
+from nova.scheduler import filters as nova_filters
+
+from mlaccel.scheduler.filters import build_slots
+from tests.unit.scheduler import base
+
+
+class TestBuildSlotFilter(base.PluginTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.filter = build_slots.BuildSlotFilter()
+
+    def passing(self, hosts, spec=None):
+        return [h.host for h in self.filter.filter_all(
+            hosts, spec or base.request_spec())]
+
+    def test_rejects_a_host_at_its_reported_limit(self):
+        self.publish(self.report('full', builds_in_flight=4, build_limit=4),
+                     self.report('over', builds_in_flight=9, build_limit=4),
+                     self.report('free', builds_in_flight=3, build_limit=4),
+                     self.report('no-limit', builds_in_flight=50))
+        hosts = [base.host(n) for n in ('full', 'over', 'free', 'no-limit')]
+        self.assertEqual(['free', 'no-limit'], self.passing(hosts))
+
+    def test_a_burst_spreads_over_instances_placed_in_the_request(self):
+        self.publish(self.report('h1', builds_in_flight=1, build_limit=2),
+                     self.report('h2', builds_in_flight=1, build_limit=2))
+        h1, h2 = base.host('h1', num_io_ops=5), base.host('h2', num_io_ops=5)
+        spec = base.request_spec()
+        spec.num_instances = 3
+        handler = nova_filters.HostFilterHandler()
+
+        def place(index):
+            passed = handler.get_filtered_objects(
+                [self.filter], [h1, h2], spec, index)
+            if passed:
+                # What HostState.consume_from_request does for a build.
+                passed[0].num_io_ops += 1
+            return [h.host for h in passed]
+
+        self.assertEqual(['h1', 'h2'], place(0))
+        self.assertEqual(['h2'], place(1))  # h1 took one: 1 + 1 = limit
+        self.assertEqual([], place(2))
+        # A new single-instance request starts from the reports again.
+        spec.num_instances = 1
+        self.assertEqual(['h1', 'h2'], [h.host for h in
+                         handler.get_filtered_objects(
+                             [self.filter], [h1, h2], spec, 0)])
+
+    def test_missing_or_stale_report_fails_open_by_default(self):
+        self.publish(self.report('stale', builds_in_flight=9, build_limit=1,
+                                 timestamp=time.time() - 100))
+        hosts = [base.host('stale'), base.host('missing')]
+        self.assertEqual(['stale', 'missing'], self.passing(hosts))
+
+    def test_fail_closed_when_configured(self):
+        self.flags.set('mlaccel_scheduler', build_slot_fail_open=False)
+        self.publish(self.report('ok', build_limit=4),
+                     self.report('stale', timestamp=time.time() - 100))
+        hosts = [base.host('ok'), base.host('stale'), base.host('missing')]
+        self.assertEqual(['ok'], self.passing(hosts))
+
+    def test_config_caps_the_reported_limit(self):
+        self.flags.set('mlaccel_scheduler', max_builds_per_host=2)
+        self.publish(self.report('big', builds_in_flight=2, build_limit=8),
+                     self.report('unlimited', builds_in_flight=2),
+                     self.report('small', builds_in_flight=1, build_limit=8))
+        hosts = [base.host(n) for n in ('big', 'unlimited', 'small')]
+        self.assertEqual(['small'], self.passing(hosts))
+
+    def test_aggregate_caps_the_limit_smallest_wins(self):
+        self.flags.set('mlaccel_scheduler', max_builds_per_host=10)
+        self.publish(self.report('h1', builds_in_flight=2, build_limit=8),
+                     self.report('h2', builds_in_flight=2, build_limit=8))
+        capped = base.host('h1', aggregates=[
+            {'mlaccel_max_builds_per_host': '5'},
+            {'mlaccel_max_builds_per_host': '2'}])
+        self.assertEqual(['h2'], self.passing([capped, base.host('h2')]))
+
+    def test_bad_aggregate_value_is_ignored_and_logged(self):
+        log = self.useFixture(fixtures.FakeLogger(name='mlaccel'))
+        self.flags.set('mlaccel_scheduler', max_builds_per_host=2)
+        self.publish(self.report('h1', builds_in_flight=2, build_limit=8))
+        bad = base.host('h1', aggregates=[
+            {'mlaccel_max_builds_per_host': 'many'}])
+        self.assertEqual([], self.passing([bad]))
+        self.assertIn('mlaccel_max_builds_per_host', log.output)
+
+    def test_rebuild_passes(self):
+        self.publish(self.report('h1', builds_in_flight=4, build_limit=4))
+        spec = base.request_spec(hints={'_nova_check_type': ['rebuild']})
+        self.assertEqual(['h1'], self.passing([base.host('h1')], spec))
+        self.assertFalse(build_slots.BuildSlotFilter.RUN_ON_REBUILD)
+
+    def test_flavor_may_ignore_build_slots(self):
+        self.publish(self.report('h1', builds_in_flight=4, build_limit=4))
+        spec = base.request_spec(
+            extra_specs={'mlaccel:build_slots': 'ignore'})
+        self.assertEqual(['h1'], self.passing([base.host('h1')], spec))
+        enforce = base.request_spec(
+            extra_specs={'mlaccel:build_slots': 'enforce'})
+        self.assertEqual([], self.passing([base.host('h1')], enforce))
+
+    def test_host_passes_and_nova_filter_handler(self):
+        self.publish(self.report('full', builds_in_flight=4, build_limit=4),
+                     self.report('free', build_limit=4))
+        spec = base.request_spec()
+        self.assertFalse(self.filter.host_passes(base.host('full'), spec))
+        self.assertTrue(self.filter.host_passes(base.host('free'), spec))
+        passed = nova_filters.HostFilterHandler().get_filtered_objects(
+            [self.filter], [base.host('full'), base.host('free')], spec)
+        self.assertEqual(['free'], [h.host for h in passed])
+
+    def test_stopped_state_bus_leaves_stock_behaviour(self):
+        self.publish(self.report('h1', builds_in_flight=4, build_limit=4))
+        self.assertEqual([], self.passing([base.host('h1')]))
+        # The bus becomes unreadable: its directory is now a plain file.
+        os.rename(self.bus.path, self.bus.path + '.away')
+        with open(self.bus.path, 'w') as f:
+            f.write('not a directory')
+        self.addCleanup(os.rename, self.bus.path + '.away', self.bus.path)
+        self.addCleanup(os.remove, self.bus.path)
+        self.cache.refresh()
+        self.assertIs(False, self.cache.healthy)
+        self.assertEqual(['h1'], self.passing([base.host('h1')]))
+
+    def test_all_filters_lists_ours(self):
+        from mlaccel.scheduler import filters
+        self.assertEqual([build_slots.BuildSlotFilter],
+                         filters.all_filters())

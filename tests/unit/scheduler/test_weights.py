@@ -1,0 +1,187 @@
+"""The image-locality and life-cycle weighers on real Nova host states."""
+
+import time
+
+from nova.scheduler import weights as nova_weights
+
+from mlaccel.scheduler.weights import image_locality
+from mlaccel.scheduler.weights import lifecycle
+from tests.unit.scheduler import base
+
+GIB = 1024 ** 3
+
+
+def weigh(weigher, hosts, spec):
+    """Nova's own pass: normalised weights times multipliers, best first."""
+    return nova_weights.HostWeightHandler().get_weighed_objects(
+        [weigher], hosts, spec)
+
+
+class TestImageLocalityWeigher(base.PluginTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.weigher = image_locality.ImageLocalityWeigher()
+
+    def raw(self, hosts, spec=None):
+        return self.weigher.weigh_objects(
+            [nova_weights.WeighedHost(h, 0.0) for h in hosts],
+            spec or base.request_spec())
+
+    def test_prefers_the_host_whose_report_holds_the_image(self):
+        self.publish(
+            self.report('h1', cached_images=frozenset({base.OTHER_IMAGE})),
+            self.report('h2', cached_images=frozenset({base.IMAGE})),
+            self.report('h3'))
+        hosts = [base.host('h1'), base.host('h2'), base.host('h3')]
+        self.assertEqual([0.0, 1.0, 0.0], self.raw(hosts))
+        weighed = weigh(self.weigher, hosts, base.request_spec())
+        self.assertEqual('h2', weighed[0].obj.host)
+        self.assertEqual(2.0, weighed[0].weight)  # default multiplier
+
+    def test_without_reports_counts_loaded_instances_of_the_image(self):
+        hosts = [base.host('h1', instances=[base.instance(base.OTHER_IMAGE)]),
+                 base.host('h2', instances=[base.instance(base.IMAGE)]),
+                 base.host('h3')]
+        self.assertEqual([0.0, 1.0, 0.0], self.raw(hosts))
+
+    def test_instance_stubs_are_never_lazy_loaded(self):
+        stubs = [base.instance() for _ in range(3)]
+        hosts = [base.host('h1', instances=stubs),
+                 base.host('h2', instances=[base.instance(base.IMAGE)])]
+        # An orphaned stub would raise if image_ref were lazy-loaded; the
+        # attribute must stay unset (no database query per instance).
+        self.assertEqual([0.0, 1.0], self.raw(hosts))
+        for stub in stubs:
+            self.assertFalse(stub.obj_attr_is_set('image_ref'))
+
+    def test_a_fresh_report_is_believed_over_instances(self):
+        self.publish(self.report('h1'))
+        hosts = [base.host('h1', instances=[base.instance(base.IMAGE)])]
+        self.assertEqual([0.0], self.raw(hosts))
+
+    def test_a_stale_report_falls_back_to_instances(self):
+        self.publish(self.report('h1', timestamp=time.time() - 100))
+        hosts = [base.host('h1', instances=[base.instance(base.IMAGE)])]
+        self.assertEqual([1.0], self.raw(hosts))
+
+    def test_instances_are_walked_again_when_they_change(self):
+        h1 = base.host('h1')
+        self.assertEqual([0.0], self.raw([h1]))
+        inst = base.instance(base.IMAGE)
+        h1.instances[inst.uuid] = inst
+        self.assertEqual([1.0], self.raw([h1]))
+
+    def test_volume_backed_request_weighs_nothing(self):
+        self.publish(self.report('h1', cached_images=frozenset({base.IMAGE})))
+        self.assertEqual([0.0], self.raw(
+            [base.host('h1')], base.request_spec(image_id=None)))
+
+    def test_flavor_can_turn_it_off(self):
+        self.publish(self.report('h1', cached_images=frozenset({base.IMAGE})))
+        spec = base.request_spec(
+            extra_specs={'mlaccel:image_locality': 'false'})
+        self.assertEqual([0.0], self.raw([base.host('h1')], spec))
+
+    def test_multiplier_from_config_and_aggregate(self):
+        self.flags.set('mlaccel_scheduler',
+                       image_locality_weight_multiplier=4.0)
+        self.publish(*[self.report(h, cached_images=frozenset({base.IMAGE}))
+                       for h in ('plain', 'overridden', 'bad')],
+                     self.report('without'))
+        key = 'mlaccel_image_locality_weight_multiplier'
+        hosts = [base.host('plain'), base.host('without'),
+                 base.host('overridden', aggregates=[{key: '-1.5'}]),
+                 base.host('bad', aggregates=[{key: 'lots'}])]
+        weighed = weigh(self.weigher, hosts, base.request_spec())
+        self.assertEqual({'plain': 4.0, 'bad': 4.0, 'without': 0.0,
+                          'overridden': -1.5},
+                         {w.obj.host: w.weight for w in weighed})
+
+    def test_aggregate_override_changes_the_winner(self):
+        self.publish(
+            self.report('h1', cached_images=frozenset({base.IMAGE})),
+            self.report('h2'))
+        hosts = [base.host('h1', aggregates=[
+            {'mlaccel_image_locality_weight_multiplier': '-1.0'}]),
+            base.host('h2')]
+        weighed = weigh(self.weigher, hosts, base.request_spec())
+        self.assertEqual('h2', weighed[0].obj.host)
+        self.assertEqual(-1.0, weighed[1].weight)
+
+
+class TestLifecycleWeigher(base.PluginTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.weigher = lifecycle.LifecycleWeigher()
+
+    def raw(self, hosts, spec=None):
+        return self.weigher.weigh_objects(
+            [nova_weights.WeighedHost(h, 0.0) for h in hosts],
+            spec or base.request_spec(image_size=GIB))
+
+    def test_weight_is_minus_the_predicted_seconds(self):
+        self.flags.set('mlaccel_costmodel', cold_start_seconds=3.0,
+                       warm_start_seconds=0.5)
+        self.publish(self.report('h1', cached_images=frozenset({base.IMAGE}),
+                                 build_throughput=1.0, warm_slots=1))
+        self.assertEqual([-(0.0 + 1.0 + 0.5)], self.raw([base.host('h1')]))
+
+    def test_prefers_the_host_that_starts_the_task_soonest(self):
+        self.publish(
+            self.report('slow-net', fetch_bandwidth=10 * 1024 ** 2),
+            self.report('cached', cached_images=frozenset({base.IMAGE})),
+            self.report('busy-cached', cached_images=frozenset({base.IMAGE}),
+                        builds_in_flight=40, build_throughput=0.2))
+        hosts = [base.host(n) for n in ('slow-net', 'busy-cached', 'cached',
+                                        'no-report')]
+        order = [w.obj.host for w in weigh(self.weigher, hosts,
+                                           base.request_spec(image_size=GIB))]
+        self.assertEqual(['cached', 'no-report', 'slow-net', 'busy-cached'],
+                         order)
+
+    def test_without_reports_every_host_weighs_the_same(self):
+        hosts = [base.host('h%d' % i) for i in range(4)]
+        self.assertEqual(1, len(set(self.raw(hosts))))
+        self.assertEqual({0.0}, {w.weight for w in weigh(
+            self.weigher, hosts, base.request_spec())})
+
+    def test_flavor_without_image_locality_ignores_the_cache(self):
+        self.publish(
+            self.report('h1', cached_images=frozenset({base.IMAGE})),
+            self.report('h2'))
+        spec = base.request_spec(
+            image_size=GIB, extra_specs={'mlaccel:image_locality': 'false'})
+        w1, w2 = self.raw([base.host('h1'), base.host('h2')], spec)
+        self.assertEqual(w1, w2)
+
+    def test_flavor_without_warm_start_ignores_warm_slots(self):
+        self.publish(self.report('h1', warm_slots=2), self.report('h2'))
+        spec = base.request_spec(extra_specs={'mlaccel:warm_start': 'false'})
+        w1, w2 = self.raw([base.host('h1'), base.host('h2')], spec)
+        self.assertEqual(w1, w2)
+        w1, w2 = self.raw([base.host('h1'), base.host('h2')])
+        self.assertGreater(w1, w2)
+
+    def test_multiplier_from_config_and_aggregate(self):
+        self.flags.set('mlaccel_scheduler', lifecycle_weight_multiplier=0.5)
+        cached = frozenset({base.IMAGE})
+        self.publish(self.report('fast', cached_images=cached),
+                     self.report('slow'),
+                     self.report('agg-fast', cached_images=cached))
+        hosts = [base.host('fast'), base.host('slow'), base.host(
+            'agg-fast', aggregates=[
+                {'mlaccel_lifecycle_weight_multiplier': '7'}, {'x': 'y'}])]
+        weighed = weigh(self.weigher, hosts, base.request_spec())
+        self.assertEqual({'agg-fast': 7.0, 'fast': 0.5, 'slow': 0.0},
+                         {w.obj.host: w.weight for w in weighed})
+
+
+class TestBridges(base.PluginTestCase):
+
+    def test_all_weighers_lists_ours(self):
+        from mlaccel.scheduler import weights
+        self.assertEqual(
+            [image_locality.ImageLocalityWeigher,
+             lifecycle.LifecycleWeigher], weights.all_weighers())

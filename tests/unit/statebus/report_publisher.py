@@ -1,0 +1,34 @@
+"""A separate agent-like process that publishes one host report and waits.
+
+Run as ``python -m tests.unit.statebus.report_publisher URL HOST``; prints
+``published <timestamp>`` once the report is on the bus, then sleeps until
+it is killed.
+"""
+
+import sys
+import time
+
+from oslo_config import cfg
+
+from mlaccel import conf as mlaccel_conf
+from mlaccel import hostreport
+from mlaccel.statebus import publisher
+
+
+def main(argv):
+    url, host = argv
+    conf = cfg.ConfigOpts()
+    mlaccel_conf.register_opts(conf)
+    conf([], project='mlaccel', default_config_files=[],
+         default_config_dirs=[])
+    conf.set_override('backend_url', url, 'mlaccel_statebus')
+    report = hostreport.HostReport(host, time.time(), frozenset({'img-1'}),
+                                   builds_in_flight=1, build_limit=4)
+    publisher.Publisher(host, conf).publish(report)
+    print('published %r' % report.timestamp, flush=True)
+    while True:
+        time.sleep(60)
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

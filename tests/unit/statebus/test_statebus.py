@@ -1,0 +1,291 @@
+"""The state bus end to end.
+
+Real publishers, a real report cache, and a real file or Redis backend (a
+``redis-server`` started for the tests).
+"""
+
+import os
+import select
+import shutil
+import subprocess
+import sys
+import time
+
+import fixtures
+import testtools
+
+from mlaccel import hostreport
+from mlaccel import statebus
+from tests import fixtures as mlaccel_fixtures
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+
+
+def report(host, **fields):
+    fields.setdefault('timestamp', time.time())
+    return hostreport.HostReport(host, **fields)
+
+
+class BusTests:
+    """Run against :attr:`BACKEND`; subclasses say how to break the bus."""
+
+    BACKEND = None
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(mlaccel_fixtures.Conf())
+        self.conf.set('mlaccel_statebus', refresh_interval=0.1,
+                      report_max_age=30.0)
+        self.bus = self.useFixture(mlaccel_fixtures.StateBus(
+            self.conf.conf, self.BACKEND))
+        self.log = self.useFixture(fixtures.FakeLogger(name='mlaccel'))
+
+    def join_raw(self, member, raw):
+        """Join as ``member`` with ``raw`` capabilities, like a bad agent."""
+        coord = statebus.coordinator(self.conf.conf, member)
+        coord.start()
+        self.addCleanup(coord.stop)
+        try:
+            coord.create_group(statebus.group_id(self.conf.conf)).get()
+        except Exception:
+            pass  # already there
+        coord.join_group(statebus.group_id(self.conf.conf), raw).get()
+
+    def test_empty_bus_is_healthy_and_has_no_reports(self):
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertTrue(cache.healthy)
+        self.assertEqual(0, len(cache.snapshot()))
+        self.assertIsNone(cache.snapshot().get('cmp1'))
+
+    def test_publish_then_read(self):
+        reports = [report('cmp%d' % i, cached_images=frozenset({'img-a'}),
+                          builds_in_flight=i, build_limit=4)
+                   for i in range(3)]
+        for r in reports:
+            self.bus.publisher(r.host).publish(r)
+        cache = self.bus.cache()
+        cache.refresh()
+        snapshot = cache.snapshot()
+        self.assertTrue(cache.healthy)
+        self.assertEqual(3, len(snapshot))
+        for r in reports:
+            self.assertEqual(r, snapshot.get(r.host))
+        self.assertIsNone(snapshot.get('cmp-unknown'))
+
+    def test_update_replaces_the_report(self):
+        pub = self.bus.publisher('cmp1')
+        cache = self.bus.cache()
+        for n in range(3):
+            r = report('cmp1', builds_in_flight=n,
+                       cached_images=frozenset({'img-%d' % n}))
+            pub.publish(r)
+            cache.refresh()
+            self.assertEqual(r, cache.snapshot().get('cmp1'))
+            self.assertEqual(1, len(cache.snapshot()))
+
+    def test_unchanged_reports_are_not_decoded_again(self):
+        self.bus.publisher('cmp1').publish(report('cmp1'))
+        cache = self.bus.cache()
+        cache.refresh()
+        first = cache.snapshot().get('cmp1')
+        cache.refresh()
+        self.assertIs(first, cache.snapshot().get('cmp1'))
+
+    def test_publisher_refuses_another_hosts_report(self):
+        pub = self.bus.publisher('cmp1')
+        self.assertRaises(ValueError, pub.publish, report('cmp2'))
+
+    def test_restarted_agent_replaces_its_predecessor(self):
+        # A crashed agent's member stays on the bus; its successor with
+        # the same host name takes the entry over.
+        self.join_raw('cmp1', hostreport.encode(report('cmp1')))
+        new = report('cmp1', warm_slots=2)
+        self.bus.publisher('cmp1').publish(new)
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertEqual(new, cache.snapshot().get('cmp1'))
+
+    def test_stopped_publisher_leaves(self):
+        pub = self.bus.publisher('cmp1')
+        pub.publish(report('cmp1'))
+        self.bus.publisher('cmp2').publish(report('cmp2'))
+        pub.stop()
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertIsNone(cache.snapshot().get('cmp1'))
+        self.assertIsNotNone(cache.snapshot().get('cmp2'))
+
+    def test_freshness_is_judged_by_the_reports_timestamp(self):
+        old = report('cmp1', timestamp=time.time() - 100)
+        self.bus.publisher('cmp1').publish(old)
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertIsNone(cache.snapshot().get('cmp1'))
+        self.assertEqual(1, len(cache.snapshot()))
+        self.assertEqual(old, cache.snapshot(
+            now=old.timestamp + 29).get('cmp1'))
+
+    def test_malformed_members_are_rejected_and_logged_others_kept(self):
+        good = report('cmp-good')
+        self.bus.publisher('cmp-good').publish(good)
+        self.join_raw('cmp-garbage', b'\x00not json at all')
+        self.join_raw('cmp-future', b'{"version": "2.0", "host": '
+                      b'"cmp-future", "timestamp": 1}')
+        self.join_raw('cmp-big', b'{"pad": "%s"}' % (b'x' * 70000))
+        self.join_raw('cmp-liar', hostreport.encode(report('cmp-good')))
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertTrue(cache.healthy)
+        self.assertEqual({'cmp-good': good}, cache.snapshot().reports)
+        for reason in ('from cmp-garbage: report is not valid JSON',
+                       'from cmp-future: report version 2.0',
+                       'from cmp-big: report has',
+                       'from cmp-liar: it names host cmp-good'):
+            self.assertIn('Rejected host report ' + reason, self.log.output)
+
+    def test_background_thread_refreshes(self):
+        cache = self.bus.cache()
+        self.assertEqual(0, len(cache.snapshot()))  # starts the thread
+        self.assertTrue(cache.wait_for_refresh(1, timeout=30))
+        r = report('cmp1')
+        self.bus.publisher('cmp1').publish(r)
+        self.assertTrue(cache.wait_for_refresh(2, timeout=30))
+        self.assertEqual(r, cache.snapshot().get('cmp1'))
+        cache.stop()
+        self.assertFalse(cache.wait_for_refresh(1, timeout=0.3))
+
+    def test_killed_publisher_goes_stale_by_its_timestamp(self):
+        """A killed publisher process's report expires by its timestamp.
+
+        A real agent-like process publishes and is SIGKILLed; the bus still
+        returns its report, which counts as missing once too old.
+        """
+        max_age = 1.0
+        self.conf.set('mlaccel_statebus', report_max_age=max_age)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            filter(None, [ROOT, os.environ.get('PYTHONPATH')])),
+            PYTHONWARNINGS='ignore')
+        proc = subprocess.Popen(
+            [sys.executable, '-m', 'tests.unit.statebus.report_publisher',
+             self.bus.url, 'cmp-dead'],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        line = proc.stdout.readline() if ready else ''
+        if not line.startswith('published '):
+            proc.kill()
+            self.fail('publisher process did not publish: %r %s'
+                      % (line, proc.stderr.read()))
+        stamp = float(line.split()[1])
+
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertEqual(stamp, cache.snapshot(now=stamp).get(
+            'cmp-dead').timestamp)
+
+        proc.kill()
+        proc.wait()
+        cache.refresh()
+        # The bus still hands out the dead member's report...
+        self.assertIn('cmp-dead', cache.snapshot().reports)
+        self.assertIsNotNone(cache.snapshot(
+            now=stamp + max_age - 0.1).get('cmp-dead'))
+        # ...which counts as missing once older than report_max_age.
+        self.assertIsNone(cache.snapshot(
+            now=stamp + max_age + 0.01).get('cmp-dead'))
+        time.sleep(max(0.0, stamp + max_age + 0.05 - time.time()))
+        cache.refresh()
+        self.assertIsNone(cache.snapshot().get('cmp-dead'))
+
+    def test_publisher_rejoins_a_bus_that_lost_its_data(self):
+        pub = self.bus.publisher('cmp1')
+        pub.publish(report('cmp1'))
+        self.wipe_bus()
+        again = report('cmp1', warm_slots=1)
+        pub.publish(again)
+        pub.publish(again)  # and updates it as before
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertEqual({'cmp1': again}, cache.snapshot().reports)
+
+
+class TestFileBus(BusTests, testtools.TestCase):
+    BACKEND = 'file'
+
+    def wipe_bus(self):
+        shutil.rmtree(os.path.join(self.bus.path, 'groups'))
+
+    def test_unreadable_bus_degrades_to_no_data_and_recovers(self):
+        pub = self.bus.publisher('cmp1')
+        pub.publish(report('cmp1'))
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertIsNotNone(cache.snapshot().get('cmp1'))
+
+        # The bus directory is replaced by a plain file: unreadable.
+        os.rename(self.bus.path, self.bus.path + '.away')
+        with open(self.bus.path, 'w') as f:
+            f.write('not a directory')
+        cache.refresh()
+        cache.refresh()
+        self.assertIs(False, cache.healthy)
+        self.assertEqual(0, len(cache.snapshot()))
+        self.assertIsNone(cache.snapshot().get('cmp1'))
+        self.assertEqual(1, self.log.output.count(
+            'unreadable, scheduling without host reports'))
+
+        # Back (as a remounted shared file system): the agent publishes
+        # again and the reader sees its new report.
+        os.remove(self.bus.path)
+        os.rename(self.bus.path + '.away', self.bus.path)
+        again = report('cmp1', warm_slots=1)
+        pub.publish(again)
+        cache.refresh()
+        self.assertIs(True, cache.healthy)
+        self.assertEqual(again, cache.snapshot().get('cmp1'))
+        self.assertIn('answers again', self.log.output)
+
+
+class TestRedisBus(BusTests, testtools.TestCase):
+    BACKEND = 'redis'
+
+    def wipe_bus(self):
+        self.bus.server.kill()
+        self.assertTrue(self.bus.server.start())
+
+    def test_reader_rides_out_a_redis_restart(self):
+        """A Redis restart under a running reader.
+
+        Redis is killed and comes back empty; the agent publishes again and
+        the reader's background thread, retrying meanwhile, serves the new
+        report.
+        """
+        pub = self.bus.publisher('cmp1')
+        pub.publish(report('cmp1'))
+        cache = self.bus.cache()
+        cache.snapshot()
+        self.assertTrue(cache.wait_for_refresh(1, timeout=30))
+        self.assertIsNotNone(cache.snapshot().get('cmp1'))
+
+        self.bus.server.kill()
+        time.sleep(0.3)  # let a refresh hit the dead server
+        self.assertTrue(self.bus.server.start())
+        again = report('cmp1', warm_slots=1)
+        pub.publish(again)
+        self.assertTrue(cache.wait_for_refresh(2, timeout=120))
+        self.assertEqual(again, cache.snapshot().get('cmp1'))
+        self.assertIs(True, cache.healthy)
+
+
+class TestRedisServerFixture(testtools.TestCase):
+
+    def test_missing_redis_server_names_bindep(self):
+        server = mlaccel_fixtures.RedisServer()
+        server.binary = None
+        exc = self.assertRaises(mlaccel_fixtures.RedisServerMissing,
+                                server.check_installed)
+        self.assertIn('bindep.txt', str(exc))

@@ -1,0 +1,146 @@
+"""The cost model's seconds-to-task-start predictions."""
+
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+import testtools
+
+from mlaccel import costmodel
+from mlaccel import hostreport
+from tests import fixtures as mlaccel_fixtures
+
+GIB = 1024 ** 3
+MIB = 1024 ** 2
+
+
+def report(**fields):
+    fields.setdefault('timestamp', 1.0)
+    return hostreport.HostReport('cmp1', **fields)
+
+
+def start(image_id='img', image_size=GIB, warm_start=True):
+    return costmodel.StartRequest(image_id, image_size, warm_start)
+
+
+class TestCostModel(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(mlaccel_fixtures.Conf())
+        self.conf.set('mlaccel_costmodel',
+                      default_fetch_bandwidth=100 * MIB,
+                      default_image_size=2 * GIB,
+                      default_build_seconds=10.0,
+                      cold_start_seconds=3.0,
+                      warm_start_seconds=0.1)
+        self.model = costmodel.CostModel(self.conf.conf)
+
+    def test_without_report_every_default_applies(self):
+        prediction = self.model.predict(None, start(image_size=GIB))
+        self.assertEqual((GIB / (100 * MIB), 10.0, 3.0), prediction)
+        self.assertAlmostEqual(10.24 + 10.0 + 3.0, prediction.total)
+
+    def test_unknown_image_size_takes_the_default(self):
+        self.assertEqual(2 * GIB / (100 * MIB), self.model.predict(
+            None, start(image_size=None)).fetch)
+        self.assertEqual(2 * GIB / (50 * MIB), self.model.predict(
+            report(fetch_bandwidth=50 * MIB), start(image_size=None)).fetch)
+
+    def test_cached_image_costs_no_transfer(self):
+        cached = report(cached_images=frozenset({'img'}),
+                        fetch_bandwidth=MIB)
+        self.assertEqual(0.0, self.model.predict(cached, start()).fetch)
+        self.assertEqual(GIB / MIB, self.model.predict(
+            cached, start(image_id='other')).fetch)
+
+    def test_volume_backed_request_fetches_nothing_known(self):
+        # No image id: never counted as cached, size default if unknown.
+        cached = report(cached_images=frozenset({'img'}))
+        self.assertGreater(self.model.predict(
+            cached, start(image_id=None, image_size=None)).fetch, 0)
+
+    def test_measured_bandwidth_wins_over_the_default(self):
+        self.assertEqual(GIB / (200 * MIB), self.model.predict(
+            report(fetch_bandwidth=200 * MIB), start()).fetch)
+        self.assertEqual(GIB / (100 * MIB), self.model.predict(
+            report(fetch_bandwidth=0), start()).fetch)
+
+    def test_build_queues_behind_builds_in_flight_at_measured_rate(self):
+        # Little's law: 3 ahead at 0.5 builds/s, ours done after 8 s.
+        self.assertEqual(8.0, self.model.predict(
+            report(builds_in_flight=3, build_throughput=0.5), start()).build)
+        self.assertEqual(2.0, self.model.predict(
+            report(build_throughput=0.5), start()).build)
+
+    def test_build_without_measured_rate_counts_waves_of_the_limit(self):
+        self.assertEqual(10.0, self.model.predict(
+            report(builds_in_flight=3, build_limit=4), start()).build)
+        self.assertEqual(20.0, self.model.predict(
+            report(builds_in_flight=4, build_limit=4), start()).build)
+        self.assertEqual(30.0, self.model.predict(
+            report(builds_in_flight=9, build_limit=4), start()).build)
+        # No limit known: every build ahead is a wave of its own.
+        self.assertEqual(30.0, self.model.predict(
+            report(builds_in_flight=2, build_limit=0), start()).build)
+
+    def test_warm_slot_only_when_offered_and_wanted(self):
+        warm = report(warm_slots=2)
+        self.assertEqual(0.1, self.model.predict(warm, start()).buffering)
+        self.assertEqual(3.0, self.model.predict(
+            warm, start(warm_start=False)).buffering)
+        self.assertEqual(3.0, self.model.predict(
+            report(warm_slots=0), start()).buffering)
+        self.assertEqual(3.0, self.model.predict(None, start()).buffering)
+
+    def test_seconds_is_the_total(self):
+        r = report(builds_in_flight=1, build_throughput=1.0, warm_slots=1)
+        self.assertEqual(self.model.predict(r, start()).total,
+                         self.model.seconds(r, start()))
+        self.assertAlmostEqual(GIB / (100 * MIB) + 2.0 + 0.1,
+                               self.model.seconds(r, start()))
+
+    def test_options_are_read_from_the_conf_given(self):
+        self.conf.set('mlaccel_costmodel', default_build_seconds=42.0,
+                      cold_start_seconds=7.0)
+        model = costmodel.CostModel(self.conf.conf)
+        self.assertEqual((42.0, 7.0), model.predict(None, start())[1:])
+
+    def test_global_conf_by_default(self):
+        self.useFixture(mlaccel_fixtures.GlobalConf()).set(
+            'mlaccel_costmodel', default_build_seconds=5.0)
+        self.assertEqual(5.0, costmodel.CostModel().predict(
+            None, start()).build)
+
+    def test_the_host_with_the_image_and_a_warm_slot_wins(self):
+        hosts = {
+            'cached': report(cached_images=frozenset({'img'})),
+            'warm': report(warm_slots=1),
+            'busy_cached': report(cached_images=frozenset({'img'}),
+                                  builds_in_flight=8, build_throughput=0.1),
+            'none': None,
+        }
+        ranked = sorted(hosts, key=lambda h: self.model.seconds(hosts[h],
+                                                                start()))
+        self.assertEqual(['cached', 'warm', 'none', 'busy_cached'], ranked)
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.integers(0, 1000), st.floats(0, 1e3), st.integers(0, 64),
+           st.floats(1, 1e10), st.integers(0, 4))
+    def test_more_load_or_less_bandwidth_never_predicts_sooner(
+            self, in_flight, throughput, limit, bandwidth, slots):
+        def seconds(**changes):
+            fields = dict(builds_in_flight=in_flight,
+                          build_throughput=throughput, build_limit=limit,
+                          fetch_bandwidth=bandwidth, warm_slots=slots)
+            fields.update(changes)
+            return self.model.seconds(report(**fields), start())
+
+        base = seconds()
+        self.assertGreaterEqual(seconds(builds_in_flight=in_flight + 1),
+                                base)
+        self.assertGreaterEqual(seconds(fetch_bandwidth=bandwidth / 2), base)
+        self.assertLessEqual(seconds(warm_slots=slots + 1), base)
+        self.assertLessEqual(self.model.seconds(report(
+            cached_images=frozenset({'img'}), builds_in_flight=in_flight,
+            build_throughput=throughput, build_limit=limit,
+            fetch_bandwidth=bandwidth, warm_slots=slots), start()), base)
