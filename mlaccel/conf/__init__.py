@@ -8,12 +8,15 @@ daemon, the launcher) registers all groups on its own ``ConfigOpts`` through
 from oslo_config import cfg
 
 from mlaccel.conf import costmodel
+from mlaccel.conf import launcher
 from mlaccel.conf import scheduler
 from mlaccel.conf import statebus
+from mlaccel.conf import taskd
+from mlaccel.conf import test_driver
 
 CONF = cfg.CONF
 
-_MODULES = (costmodel, scheduler, statebus)
+_MODULES = (costmodel, launcher, scheduler, statebus, taskd, test_driver)
 
 
 def register_opts(conf):

@@ -7,8 +7,9 @@ GROUP = cfg.OptGroup(
     title='mlaccel Nova scheduler plugins',
     help='Options of the BuildSlotFilter, ImageLocalityWeigher and '
          'LifecycleWeigher. Each multiplier and limit can be overridden per '
-         'host aggregate with aggregate metadata of the same name prefixed '
-         'with "mlaccel_", as the in-tree weighers allow.')
+         'host aggregate, as the in-tree weighers allow, with aggregate '
+         'metadata named like the option with an "mlaccel" prefix, e.g. '
+         '"mlaccel_lifecycle_weight_multiplier".')
 
 OPTS = [
     cfg.FloatOpt(

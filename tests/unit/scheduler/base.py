@@ -4,7 +4,7 @@ scheduler plugin tests."""
 import time
 
 from nova import objects
-from nova.tests.unit.scheduler import fakes
+from nova.scheduler import host_manager
 from oslo_utils import uuidutils
 import testtools
 
@@ -39,8 +39,12 @@ def host(name, aggregates=(), instances=(), **attrs):
     attrs['aggregates'] = [
         objects.Aggregate(id=i, name='agg%d' % i, metadata=metadata)
         for i, metadata in enumerate(aggregates)]
-    return fakes.FakeHostState(name, name + '-node', attrs,
-                               instances=list(instances))
+    # What nova.tests' FakeHostState does; importing nova.tests would apply
+    # Nova's eventlet monkey patching to the whole test process.
+    state = host_manager.HostState(name, name + '-node', None)
+    state.instances = {inst.uuid: inst for inst in instances}
+    vars(state).update(attrs)
+    return state
 
 
 def instance(image_ref=None):

@@ -1,0 +1,51 @@
+"""Options of the test virt driver (``mlaccel.testing.virt``).
+
+The test driver is for test clouds only; these options have no effect
+anywhere else.
+"""
+
+from oslo_config import cfg
+
+GROUP = cfg.OptGroup(
+    'mlaccel_test_driver',
+    title='mlaccel test virt driver',
+    help='Options of mlaccel.testing.virt, the Nova test driver of the '
+         'all-in-one test cloud. Never used in production.')
+
+OPTS = [
+    cfg.ListOpt(
+        'guest_commands',
+        default=['mlaccel-taskd', 'python -m mlaccel.'],
+        help='Command-line prefixes a guest may be started with. The driver '
+             'starts the first entry of a server\'s cloud-config "runcmd" '
+             '(or the first command of a "#!" user-data script) that begins '
+             'with one of these; "python" stands for the interpreter the '
+             'compute service runs on. Anything else is not started.'),
+    cfg.FloatOpt(
+        'guest_stop_timeout',
+        default=10.0,
+        min=0.0,
+        help='Seconds a guest gets to exit after SIGTERM when its server is '
+             'deleted or stopped, before it is killed.'),
+    cfg.BoolOpt(
+        'publish_reports',
+        default=True,
+        help='Publish a host report (the images in this host\'s image '
+             'cache, builds in flight, measured fetch bandwidth) on the '
+             'state bus, standing in for the compute-node agent.'),
+    cfg.FloatOpt(
+        'report_interval',
+        default=5.0,
+        min=0.5,
+        help='Seconds between two host reports; a report is also '
+             'published as soon as the image cache changes.'),
+]
+
+
+def register_opts(conf):
+    conf.register_group(GROUP)
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts():
+    return OPTS

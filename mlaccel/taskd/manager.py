@@ -1,0 +1,430 @@
+"""The daemon's tasks: their records, forked children, persistent workers.
+
+Every task has a thread of its own that waits for a free slot (a fork slot
+or an idle worker), starts the task, reads its events from a pipe and reaps
+its process. Nothing relies on SIGCHLD: each child is reaped by exactly one
+thread with a blocking ``os.waitpid``, and signalled through a pidfd, so a
+recycled pid can never be hit.
+"""
+
+import collections
+import functools
+import json
+import os
+import signal
+import threading
+import time
+import uuid
+
+from oslo_log import log as logging
+
+from mlaccel.taskd import protocol
+from mlaccel.taskd import runner
+
+LOG = logging.getLogger(__name__)
+
+QUEUED = 'queued'
+RUNNING = 'running'
+SUCCEEDED = 'succeeded'
+FAILED = 'failed'
+CANCELLED = 'cancelled'
+FINAL = (SUCCEEDED, FAILED, CANCELLED)
+
+_MAX_LOG_REPLY = 1024 * 1024
+
+
+class Child:
+    """A forked process, signalled by pidfd and reaped once."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self._pidfd = os.pidfd_open(pid)
+        self._lock = threading.Lock()
+        self.exit_code = None
+        self.reaped = threading.Event()
+
+    def signal(self, signum):
+        """Send ``signum`` unless the process was reaped; True if sent."""
+        with self._lock:
+            if self._pidfd is None:
+                return False
+            try:
+                signal.pidfd_send_signal(self._pidfd, signum)
+                return True
+            except ProcessLookupError:
+                return False
+
+    def reap(self):
+        """Block until the process exits; return its exit code.
+
+        Negative codes are signal numbers, as in :mod:`subprocess`.
+        """
+        _, status = os.waitpid(self.pid, 0)
+        with self._lock:
+            os.close(self._pidfd)
+            self._pidfd = None
+            self.exit_code = os.waitstatus_to_exitcode(status)
+        self.reaped.set()
+        return self.exit_code
+
+
+class Worker:
+    """A persistent worker process and its two pipes."""
+
+    def __init__(self, child, commands, events):
+        self.child = child
+        self.commands = commands
+        self.events = events
+
+    @property
+    def alive(self):
+        return not self.child.reaped.is_set()
+
+    def close(self):
+        os.close(self.commands)
+        os.close(self.events)
+
+
+class Task:
+    """One submitted task and what is known about it."""
+
+    def __init__(self, spec, mode):
+        self.id = spec['id']
+        self.spec = spec
+        self.mode = mode
+        self.state = QUEUED
+        self.submitted_at = time.time()
+        self.started_at = self.first_step_at = self.finished_at = None
+        self.result = self.error = self.exit_code = None
+        self.has_result = False
+        self.cancel_requested = False
+        self.process = None
+        self.done = threading.Event()
+
+    def status(self):
+        return {'id': self.id, 'entry': self.spec['entry'],
+                'mode': self.mode, 'seed': self.spec['seed'],
+                'threads': self.spec['threads'],
+                'pid': self.process.pid if self.process else None,
+                'state': self.state, 'submitted_at': self.submitted_at,
+                'started_at': self.started_at,
+                'first_step_at': self.first_step_at,
+                'finished_at': self.finished_at, 'result': self.result,
+                'error': self.error, 'exit_code': self.exit_code}
+
+
+def _exit_reason(code):
+    if code < 0:
+        return 'task killed by signal %s' % signal.Signals(-code).name
+    return 'task exited with code %d without a result' % code
+
+
+class TaskManager:
+    """Starts, tracks, cancels and drains the daemon's tasks."""
+
+    def __init__(self, group):
+        self.conf = group
+        self.draining = False
+        self._cond = threading.Condition()
+        self._tasks = collections.OrderedDict()
+        self._forks = 0
+        self._workers = set()
+        self._idle = []
+        self._threads = group.task_threads or len(os.sched_getaffinity(0))
+
+    # -- requests ---------------------------------------------------------
+
+    def submit(self, request):
+        """Accept a validated submit request; return the new :class:`Task`.
+
+        Raises :class:`protocol.ProtocolError` for a request that cannot be
+        run here (mode, limits) or while draining.
+        """
+        rid = request.get('id')
+        mode = request.get('mode') or 'fork'
+        limits = request.get('limits')
+        if mode == 'worker':
+            if not self.conf.workers:
+                raise protocol.ProtocolError(
+                    protocol.INVALID, 'mode "worker" is disabled: the daemon '
+                    'runs no persistent workers', rid)
+            if limits:
+                raise protocol.ProtocolError(
+                    protocol.INVALID, 'resource limits need mode "fork"; a '
+                    'worker outlives its tasks', rid)
+        else:
+            limits = (limits if limits is not None else
+                      {k: int(v) for k, v in self.conf.task_limits.items()})
+        for name in limits or ():
+            try:
+                runner.rlimit(name)
+            except ValueError as exc:
+                raise protocol.ProtocolError(protocol.INVALID, str(exc), rid)
+        task_id = uuid.uuid4().hex
+        seed = request.get('seed')
+        spec = {'id': task_id, 'entry': request['entry'],
+                'args': request.get('args') or {},
+                'env': request.get('env') or {},
+                'threads': request.get('threads') or self._threads,
+                'seed': (seed if seed is not None
+                         else int.from_bytes(os.urandom(4), 'big')),
+                'cwd': request.get('cwd'), 'limits': limits or {},
+                'log_path': os.path.join(self.conf.log_dir,
+                                         task_id + '.log')}
+        task = Task(spec, mode)
+        with self._cond:
+            if self.draining:
+                raise protocol.ProtocolError(
+                    protocol.DRAINING, 'the daemon is shutting down and '
+                    'accepts no task', rid)
+            self._tasks[task_id] = task
+            self._forget_finished()
+        threading.Thread(target=self._run, args=(task,), daemon=True,
+                         name='task-%s' % task_id[:8]).start()
+        LOG.info('Task %s submitted: %s (%s)', task_id, spec['entry'], mode)
+        return task
+
+    def get(self, task_id, request_id=None):
+        with self._cond:
+            task = self._tasks.get(task_id)
+        if task is None:
+            raise protocol.ProtocolError(
+                protocol.NOT_FOUND, 'no task %s' % task_id, request_id)
+        return task
+
+    def cancel(self, task):
+        """Stop ``task``: dequeue it, or SIGTERM then SIGKILL its process."""
+        with self._cond:
+            if task.done.is_set():
+                return
+            task.cancel_requested = True
+            self._cond.notify_all()
+            process = task.process
+        if process is not None:
+            self._stop(process)
+
+    def _stop(self, process):
+        process.signal(signal.SIGTERM)
+        timer = threading.Timer(self.conf.cancel_timeout, process.signal,
+                                (signal.SIGKILL,))
+        timer.daemon = True
+        timer.start()
+
+    def logs(self, task, tail=None):
+        """The end of ``task``'s log: ``(text, truncated)``."""
+        try:
+            with open(task.spec['log_path'], 'rb') as log:
+                size = log.seek(0, os.SEEK_END)
+                log.seek(max(0, size - _MAX_LOG_REPLY))
+                data = log.read()
+        except FileNotFoundError:
+            return '', False
+        truncated = size > len(data)
+        lines = data.decode('utf-8', 'replace').splitlines(keepends=True)
+        if tail is not None and len(lines) > tail:
+            lines, truncated = lines[len(lines) - tail:], True
+        return ''.join(lines), truncated
+
+    def counts(self):
+        with self._cond:
+            counts = collections.Counter(t.state for t in
+                                         self._tasks.values())
+            return {'tasks': dict(counts), 'workers': len(self._workers),
+                    'idle_workers': len(self._idle)}
+
+    def _forget_finished(self):
+        finished = [t for t in self._tasks.values() if t.done.is_set()]
+        for task in finished[:max(0, len(finished) -
+                                  self.conf.max_finished_tasks)]:
+            del self._tasks[task.id]
+
+    # -- running ----------------------------------------------------------
+
+    def _has_slot(self, mode):
+        if mode == 'worker':
+            return bool(self._idle)
+        return self._forks < self.conf.max_tasks
+
+    def _run(self, task):
+        worker = None
+        with self._cond:
+            while not (task.cancel_requested or self.draining or
+                       self._has_slot(task.mode)):
+                self._cond.wait()
+            if task.cancel_requested or self.draining:
+                self._finish(task, CANCELLED, 'cancelled before it started')
+                return
+            if task.mode == 'worker':
+                worker = self._idle.pop()
+            else:
+                self._forks += 1
+            task.state = RUNNING
+            task.started_at = time.time()
+        try:
+            if worker is None:
+                self._run_forked(task)
+            else:
+                self._run_in_worker(task, worker)
+        except Exception as exc:
+            LOG.exception('Task %s could not be run', task.id)
+            with self._cond:
+                self._finish(task, FAILED, 'taskd could not run the task: %s'
+                             % exc)
+        finally:
+            with self._cond:
+                if worker is None:
+                    self._forks -= 1
+                elif worker.alive:
+                    self._idle.append(worker)
+                else:
+                    worker.close()
+                self._cond.notify_all()
+
+    def _attach(self, task, process):
+        with self._cond:
+            task.process = process
+            cancelled = task.cancel_requested
+        if cancelled:
+            self._stop(process)
+
+    def _run_forked(self, task):
+        read_fd, write_fd = os.pipe()
+        try:
+            pid = os.fork()
+            if pid == 0:
+                runner.child_main(task.spec, write_fd)
+        finally:
+            os.close(write_fd)
+        child = Child(pid)
+        self._attach(task, child)
+        try:
+            self._read_events(task, read_fd, until_final=False)
+        finally:
+            os.close(read_fd)
+        self._settle(task, child.reap())
+
+    def _run_in_worker(self, task, worker):
+        self._attach(task, worker.child)
+        try:
+            runner.sender(worker.commands)(task.spec)
+        except OSError:
+            pass   # the worker died; its events pipe is at its end
+        if self._read_events(task, worker.events, until_final=True):
+            self._settle(task, 0 if task.has_result else 1)
+        else:
+            worker.child.reaped.wait()
+            self._settle(task, worker.child.exit_code)
+
+    def _read_events(self, task, fd, until_final):
+        """Apply the events on ``fd``; True once a final one was read."""
+        read = functools.partial(os.read, fd)
+        for line in protocol.iter_lines(read, self.conf.max_result_bytes):
+            if line is protocol.TOO_LONG:
+                event = {'event': 'error', 'error': 'task result larger than '
+                         '%d bytes' % self.conf.max_result_bytes}
+            else:
+                event = json.loads(line)
+            with self._cond:
+                if event['event'] == 'first_step':
+                    task.first_step_at = event['at']
+                elif event['event'] == 'result':
+                    task.result, task.has_result = event['result'], True
+                elif event['event'] == 'error':
+                    task.error, task.has_result = event['error'], False
+            if until_final and event['event'] in ('result', 'error'):
+                return True
+        return False
+
+    def _settle(self, task, exit_code):
+        with self._cond:
+            task.exit_code = exit_code
+            if task.has_result and exit_code == 0:
+                self._finish(task, SUCCEEDED)
+            elif task.cancel_requested:
+                self._finish(task, CANCELLED, 'cancelled')
+            else:
+                self._finish(task, FAILED, task.error or
+                             _exit_reason(exit_code))
+
+    def _finish(self, task, state, error=None):
+        """Record the end of ``task``; the caller holds ``_cond``."""
+        task.state = state
+        task.finished_at = time.time()
+        if state != SUCCEEDED:
+            task.error = task.error or error
+        task.done.set()
+        LOG.info('Task %s %s%s', task.id, state,
+                 ': %s' % task.error if task.error else '')
+
+    # -- workers ----------------------------------------------------------
+
+    def start_workers(self):
+        for _ in range(self.conf.workers):
+            self._spawn_worker()
+
+    def _spawn_worker(self):
+        command_r, command_w = os.pipe()
+        event_r, event_w = os.pipe()
+        try:
+            pid = os.fork()
+            if pid == 0:
+                runner.worker_main(command_r, event_w,
+                                   self.conf.max_request_bytes * 64)
+        finally:
+            os.close(command_r)
+            os.close(event_w)
+        worker = Worker(Child(pid), command_w, event_r)
+        with self._cond:
+            self._workers.add(worker)
+            self._idle.append(worker)
+            self._cond.notify_all()
+        threading.Thread(target=self._watch_worker, args=(worker,),
+                         daemon=True, name='worker-%d' % pid).start()
+        LOG.info('Persistent worker %d started', pid)
+
+    def _watch_worker(self, worker):
+        code = worker.child.reap()
+        with self._cond:
+            self._workers.discard(worker)
+            if worker in self._idle:
+                self._idle.remove(worker)
+                worker.close()
+            respawn = not self.draining
+        LOG.info('Persistent worker %d exited with code %s%s',
+                 worker.child.pid, code, '; replacing it' if respawn else '')
+        if respawn:
+            self._spawn_worker()
+
+    # -- shutdown ---------------------------------------------------------
+
+    def drain(self, grace):
+        """Stop accepting tasks and end the running ones.
+
+        Queued tasks are cancelled, running ones get ``grace`` seconds to
+        finish and are killed after that; then the workers are stopped.
+        """
+        with self._cond:
+            self.draining = True
+            self._cond.notify_all()
+            pending = [t for t in self._tasks.values()
+                       if not t.done.is_set()]
+        LOG.info('Draining: %d task(s) pending, grace %.1f s',
+                 len(pending), grace)
+        deadline = time.monotonic() + grace
+        for task in pending:
+            task.done.wait(max(0.0, deadline - time.monotonic()))
+        for task in pending:
+            with self._cond:
+                if task.done.is_set() or task.process is None:
+                    continue
+                task.cancel_requested = True
+                task.error = 'killed: the shutdown grace period ended'
+            LOG.warning('Killing task %s after the grace period', task.id)
+            task.process.signal(signal.SIGKILL)
+        for task in pending:
+            task.done.wait(10)
+        with self._cond:
+            workers = list(self._workers)
+        for worker in workers:
+            worker.child.signal(signal.SIGKILL)
+            worker.child.reaped.wait(10)

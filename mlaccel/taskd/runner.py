@@ -1,0 +1,226 @@
+"""Running one task inside a forked child or a persistent worker.
+
+Everything here runs in a process forked from the daemon. The child drops
+what it inherited (signal mask and handlers, the daemon's sockets and
+pipes), then runs the task in a per-task context: log file, environment,
+thread count, working directory, resource limits, seeds. Events go back to
+the daemon as JSON lines on a pipe: ``first_step``, then ``result`` or
+``error``. A forked child always ends with ``os._exit``.
+"""
+
+import contextlib
+import functools
+import importlib
+import json
+import os
+import random
+import resource
+import signal
+import stat
+import sys
+import traceback
+
+from mlaccel.taskd import protocol
+from mlaccel import tasks
+
+THREAD_ENV = ('OMP_NUM_THREADS', 'MKL_NUM_THREADS', 'OPENBLAS_NUM_THREADS')
+_MAX_ERROR_CHARS = 2000
+
+
+def resolve(entry):
+    """The function named by ``"package.module:function"``."""
+    module_name, _, func_name = entry.partition(':')
+    module = importlib.import_module(module_name)
+    return getattr(module, func_name) if func_name else module
+
+
+def rlimit(name):
+    """The ``resource.RLIMIT_*`` constant for ``name`` (e.g. ``"as"``)."""
+    value = getattr(resource, 'RLIMIT_' + name.upper(), None)
+    if value is None:
+        raise ValueError('unknown resource limit %r' % name)
+    return value
+
+
+def after_fork(keep):
+    """Leave the daemon's state behind in a freshly forked child.
+
+    Unblocks and resets the signals the daemon handles and closes every
+    socket and pipe it inherited except the fds in ``keep``, so that a
+    child never holds a client connection, a listener or another task's
+    pipe open.
+    """
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+    for name in os.listdir('/proc/self/fd'):
+        fd = int(name)
+        if fd < 3 or fd in keep:
+            continue
+        try:
+            mode = os.fstat(fd).st_mode
+        except OSError:
+            continue
+        if stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode):
+            os.close(fd)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+
+
+def sender(fd):
+    """A function writing one event dict as a JSON line to ``fd``."""
+    def send(message):
+        data = memoryview(protocol.encode(message))
+        while data:
+            data = data[os.write(fd, data):]
+    return send
+
+
+@contextlib.contextmanager
+def _log_to(path):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved + [log_fd]:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _environment(env, threads):
+    saved = dict(os.environ)
+    try:
+        os.environ.update(env or {})
+        os.environ.update((name, str(threads)) for name in THREAD_ENV)
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@contextlib.contextmanager
+def _threads(threads):
+    torch = sys.modules.get('torch')
+    saved = torch.get_num_threads() if torch else None
+    if torch:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if torch:
+            torch.set_num_threads(saved)
+
+
+@contextlib.contextmanager
+def _cwd(path):
+    saved = os.getcwd()
+    if path:
+        os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(saved)
+
+
+@contextlib.contextmanager
+def _limits(limits):
+    saved = {}
+    try:
+        for name, value in (limits or {}).items():
+            res = rlimit(name)
+            saved[res] = resource.getrlimit(res)
+            hard = saved[res][1]
+            if hard != resource.RLIM_INFINITY and hard < value:
+                hard = value
+            resource.setrlimit(res, (value, hard))
+        yield
+    finally:
+        for res, old in saved.items():
+            resource.setrlimit(res, old)
+
+
+def seed_all(seed):
+    """Seed Python's, numpy's (if loaded) and torch's (if loaded) RNGs.
+
+    A forked child inherits the daemon's RNG states, so without this every
+    task would draw the same numbers.
+    """
+    random.seed(seed)
+    numpy = sys.modules.get('numpy')
+    if numpy is not None:
+        numpy.random.seed(seed % 2 ** 32)
+    torch = sys.modules.get('torch')
+    if torch is not None:
+        torch.manual_seed(seed)
+
+
+def _describe(exc):
+    text = ''.join(traceback.format_exception_only(type(exc), exc)).strip()
+    return text[:_MAX_ERROR_CHARS]
+
+
+def run_task(spec, send):
+    """Run the task ``spec`` (a dict from the daemon); report via ``send``.
+
+    Returns True when the task returned a result. The full traceback of a
+    failure goes to the task's log; the event carries its last line.
+    """
+    tasks.bind_reporter(lambda event: send(dict(event, task=spec['id'])))
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(_log_to(spec['log_path']))
+            try:
+                stack.enter_context(_environment(spec['env'],
+                                                 spec['threads']))
+                stack.enter_context(_threads(spec['threads']))
+                stack.enter_context(_cwd(spec['cwd']))
+                stack.enter_context(_limits(spec['limits']))
+                seed_all(spec['seed'])
+                result = resolve(spec['entry'])(dict(spec['args'] or {}))
+                json.dumps(result)
+                message = {'event': 'result', 'result': result}
+            except BaseException as exc:
+                traceback.print_exc()
+                message = {'event': 'error', 'error': _describe(exc)}
+    except BaseException as exc:
+        message = {'event': 'error', 'error': _describe(exc)}
+    finally:
+        tasks.bind_reporter(None)
+    send(dict(message, task=spec['id']))
+    return message['event'] == 'result'
+
+
+def child_main(spec, channel):
+    """Body of a forked task child; never returns."""
+    code = 1
+    try:
+        after_fork({channel})
+        code = 0 if run_task(spec, sender(channel)) else 1
+    finally:
+        os._exit(code)
+
+
+def worker_main(commands, channel, max_bytes):
+    """Body of a persistent worker: run task specs read from ``commands``.
+
+    Returns never; the worker exits when the daemon closes the command
+    pipe.
+    """
+    try:
+        after_fork({commands, channel})
+        send = sender(channel)
+        read = functools.partial(os.read, commands)
+        for line in protocol.iter_lines(read, max_bytes):
+            run_task(json.loads(line), send)
+    finally:
+        os._exit(0)

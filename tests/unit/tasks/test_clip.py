@@ -1,0 +1,82 @@
+"""The CLIP-style example task: learns, is deterministic, runs under taskd.
+
+Kept cheap: a few dozen steps of the small model on one thread.
+"""
+
+import json
+import subprocess
+import sys
+
+import testtools
+import torch
+
+from mlaccel import tasks
+from mlaccel.tasks import clip
+from tests.unit.taskd import base
+
+TIMING = ('first_step_at', 'seconds')
+
+
+def outcome(result):
+    return {k: v for k, v in result.items() if k not in TIMING}
+
+
+class TestClip(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        self.addCleanup(torch.set_num_threads, threads)
+        self.addCleanup(tasks.bind_reporter, None)
+
+    def test_data_is_fixed_by_seed(self):
+        first, second = clip.Pictures(8, 1), clip.Pictures(8, 1)
+        for index in range(8):
+            self.assertTrue(torch.equal(first[index][0], second[index][0]))
+            self.assertTrue(torch.equal(first[index][1], second[index][1]))
+        self.assertFalse(torch.equal(first[0][0], clip.Pictures(8, 2)[0][0]))
+
+    def test_learns_and_reports_first_step(self):
+        events = []
+        tasks.bind_reporter(events.append)
+        result = clip.main({'steps': 40, 'seed': 1})
+        self.assertEqual(40, result['steps'])
+        self.assertLess(result['final_loss'], result['first_loss'] / 2)
+        self.assertGreater(result['accuracy'], 1 / 48)
+        self.assertEqual([{'event': 'first_step',
+                           'at': result['first_step_at']}], events)
+
+    def test_same_seed_same_result(self):
+        first = clip.main({'steps': 5, 'seed': 4})
+        second = clip.main({'steps': 5, 'seed': 4})
+        self.assertEqual(outcome(first), outcome(second))
+        self.assertNotEqual(first['losses'],
+                            clip.main({'steps': 5, 'seed': 5})['losses'])
+
+    def test_unknown_argument_refused(self):
+        self.assertRaises(ValueError, clip.main, {'stpes': 3})
+
+
+class TestClipUnderTaskd(testtools.TestCase):
+
+    def test_cold_and_taskd_give_the_same_result(self):
+        daemon = self.useFixture(base.Daemon(
+            preload=['torch', 'torch._dynamo', 'mlaccel.tasks.clip:warm']))
+        cold = subprocess.run(
+            [sys.executable, '-m', 'mlaccel.tasks.clip', '--steps', '12',
+             '--seed', '3', '--threads', '1'], cwd=base.REPO,
+            capture_output=True, text=True, timeout=300, check=True)
+        cold = json.loads(cold.stdout.splitlines()[-1])
+        with daemon.client() as conn:
+            self.assertEqual(['torch', 'torch._dynamo', 'mlaccel.tasks.clip'],
+                             conn.health()['preloaded'])
+            for mode in ('fork', 'worker'):
+                status = conn.wait(conn.submit(
+                    'mlaccel.tasks.clip:main', {'steps': 12, 'seed': 3},
+                    threads=1, mode=mode), timeout=300)
+                self.assertEqual('succeeded', status['state'],
+                                 status['error'])
+                self.assertEqual(outcome(cold), outcome(status['result']))
+                self.assertEqual(status['first_step_at'],
+                                 status['result']['first_step_at'])
