@@ -12,11 +12,10 @@ from mlaccel.conf import launcher
 from mlaccel.conf import scheduler
 from mlaccel.conf import statebus
 from mlaccel.conf import taskd
-from mlaccel.conf import test_driver
 
 CONF = cfg.CONF
 
-_MODULES = (costmodel, launcher, scheduler, statebus, taskd, test_driver)
+_MODULES = (costmodel, launcher, scheduler, statebus, taskd)
 
 
 def register_opts(conf):

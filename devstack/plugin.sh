@@ -1,0 +1,94 @@
+#!/bin/bash
+# shellcheck shell=bash
+# devstack plugin of mlaccel: enables its Nova scheduler filter and weighers
+# and its state bus, prepares the task daemon for guest images and
+# configures tempest for the mlaccel tempest plugin.
+
+# Save trace setting
+_XTRACE_MLACCEL=$(set +o | grep xtrace)
+set -o xtrace
+
+function _mlaccel_bin {
+    local prefix
+    prefix=${MLACCEL_BIN_DIR:-$(get_python_exec_prefix)}
+    echo "$prefix/$1"
+}
+
+function install_mlaccel {
+    setup_develop "$MLACCEL_DIR"
+}
+
+function configure_mlaccel {
+    if [[ $MLACCEL_STATEBUS_URL == file://* ]]; then
+        mkdir -p "${MLACCEL_STATEBUS_URL#file://}"
+    fi
+    local args=(enable --nova-conf "$NOVA_CONF"
+                --statebus-url "$MLACCEL_STATEBUS_URL")
+    if is_service_enabled c-vol; then
+        args+=(--cinder-conf "$CINDER_CONF")
+    fi
+    "$(_mlaccel_bin mlaccel-config)" "${args[@]}"
+}
+
+function install_mlaccel_guest_files {
+    # The unit that the diskimage-builder element installs in guest images,
+    # and the user-data that configures and starts it on any image.
+    local guest=$MLACCEL_CONF_DIR/guest
+    sudo install -d -m 0755 "$guest"
+    "$(_mlaccel_bin python)" -m mlaccel.taskd.guest unit | \
+        sudo tee "$guest/mlaccel-taskd.service" > /dev/null
+    "$(_mlaccel_bin python)" -c \
+        'import sys; from mlaccel.taskd import guest; sys.stdout.write(guest.user_data())' | \
+        sudo tee "$guest/user-data.yaml" > /dev/null
+}
+
+function configure_tempest_mlaccel {
+    iniset "$TEMPEST_CONFIG" service_available mlaccel True
+    iniset "$TEMPEST_CONFIG" mlaccel statebus_url "$MLACCEL_STATEBUS_URL"
+    # Tempest's multinode tests run only for the filters nova has enabled.
+    local filters
+    filters=$(iniget "$NOVA_CONF" filter_scheduler enabled_filters)
+    if [[ -n $filters ]]; then
+        iniset "$TEMPEST_CONFIG" compute-feature-enabled \
+            scheduler_enabled_filters "$filters"
+    fi
+}
+
+function cleanup_mlaccel {
+    if [[ $MLACCEL_STATEBUS_URL == file://* ]]; then
+        rm -rf "${MLACCEL_STATEBUS_URL#file://}"
+    fi
+    sudo rm -rf "$MLACCEL_CONF_DIR/guest"
+}
+
+if is_service_enabled mlaccel; then
+    if [[ "$1" == "stack" && "$2" == "install" ]]; then
+        echo_summary "Installing mlaccel"
+        install_mlaccel
+    elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
+        echo_summary "Enabling mlaccel in nova"
+        configure_mlaccel
+    elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
+        if [[ $MLACCEL_GUEST_TASKD == "True" ]]; then
+            echo_summary "Preparing the mlaccel task daemon for guests"
+            install_mlaccel_guest_files
+        fi
+    elif [[ "$1" == "stack" && "$2" == "test-config" ]]; then
+        if is_service_enabled tempest; then
+            echo_summary "Configuring tempest for mlaccel"
+            configure_tempest_mlaccel
+        fi
+    fi
+
+    if [[ "$1" == "unstack" ]]; then
+        # mlaccel runs inside nova's services: nothing of its own to stop.
+        :
+    fi
+
+    if [[ "$1" == "clean" ]]; then
+        cleanup_mlaccel
+    fi
+fi
+
+# Restore xtrace
+$_XTRACE_MLACCEL

@@ -1,0 +1,1 @@
+"""The tempest plugin of mlaccel (entry point ``tempest.test_plugins``)."""

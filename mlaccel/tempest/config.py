@@ -1,0 +1,41 @@
+"""Tempest options of the mlaccel plugin."""
+
+from oslo_config import cfg
+
+service_option = cfg.BoolOpt(
+    'mlaccel',
+    default=False,
+    help='Whether mlaccel is enabled in the cloud under test (its '
+         'scheduler plugins loaded by nova-scheduler, its flavor extra '
+         'spec validators by nova-api).')
+
+mlaccel_group = cfg.OptGroup(
+    name='mlaccel',
+    title='mlaccel options',
+    help='How the mlaccel tests reach the parts of mlaccel in the cloud '
+         'under test.')
+
+MlaccelGroup = [
+    cfg.StrOpt(
+        'statebus_url',
+        help='tooz URL of the state bus the compute hosts publish their '
+             'host reports on. When set, placement tests wait until a '
+             'host\'s report lists an image before relying on it; when '
+             'unset they rely on the scheduler\'s fallback (instances of '
+             'the same image on a host).'),
+    cfg.FloatOpt(
+        'report_timeout',
+        default=30.0,
+        help='Seconds to wait for a host report to list an image.'),
+    cfg.BoolOpt(
+        'same_host_as_computes',
+        default=False,
+        help='Whether tempest runs on the compute hosts and the computes '
+             'run mlaccel\'s test virt driver, which starts a server\'s '
+             'guest as a local process (the all-in-one test cloud). Tests '
+             'that look at guest processes run only then.'),
+    cfg.StrOpt(
+        'guest_command',
+        default='python -m mlaccel.testing.idle_guest',
+        help='Guest command the guest-process tests put in the user-data.'),
+]

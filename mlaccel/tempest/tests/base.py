@@ -1,0 +1,72 @@
+"""Shared parts of the mlaccel tempest tests."""
+
+import base64
+import io
+import os
+import time
+
+from oslo_config import cfg as oslo_cfg
+from tempest.api.compute import base
+from tempest import config
+from tempest.lib.common.utils import data_utils
+
+CONF = config.CONF
+
+
+class MlaccelAdminTest(base.BaseV2ComputeAdminTest):
+    """Admin compute tests that need mlaccel in the cloud."""
+
+    @classmethod
+    def skip_checks(cls):
+        super().skip_checks()
+        if not CONF.service_available.mlaccel:
+            raise cls.skipException('mlaccel is not enabled in this cloud')
+
+    def create_image(self, size=2 * 1024 * 1024):
+        """A new image of random bytes: cached on no host yet."""
+        client = self.admin_image_client
+        image = client.create_image(
+            name=data_utils.rand_name(prefix=CONF.resource_name_prefix,
+                                      name='mlaccel-image'),
+            container_format='bare', disk_format='raw',
+            visibility='public')
+        self.addCleanup(client.wait_for_resource_deletion, image['id'])
+        self.addCleanup(client.delete_image, image['id'])
+        client.store_image_file(image['id'], io.BytesIO(os.urandom(size)))
+        return image['id']
+
+    def wait_for_report(self, host, image_id):
+        """Wait until ``host``'s report on the state bus lists the image.
+
+        Returns at once when no bus is configured.
+        """
+        url = CONF.mlaccel.statebus_url
+        if not url:
+            return
+        from mlaccel import conf as mlaccel_conf
+        from mlaccel.statebus import reader
+        conf = oslo_cfg.ConfigOpts()
+        mlaccel_conf.register_opts(conf)
+        conf([], default_config_files=[])
+        conf.set_override('backend_url', url, 'mlaccel_statebus')
+        cache = reader.ReportCache(conf)
+        deadline = time.monotonic() + CONF.mlaccel.report_timeout
+        try:
+            while True:
+                cache.refresh()
+                report = cache.snapshot().get(host)
+                if report is not None and image_id in report.cached_images:
+                    return
+                if time.monotonic() > deadline:
+                    self.fail('the report of %s did not list image %s '
+                              'within %s s' % (host, image_id,
+                                               CONF.mlaccel.report_timeout))
+                time.sleep(0.5)
+        finally:
+            cache.stop()
+
+
+def cloud_config(command):
+    """Base64 user-data whose cloud-config runs ``command``."""
+    text = '#cloud-config\nruncmd:\n  - %s\n' % command
+    return base64.b64encode(text.encode()).decode()

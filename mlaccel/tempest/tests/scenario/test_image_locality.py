@@ -1,0 +1,35 @@
+"""A second server of an image lands on the host that cached the image."""
+
+from tempest import config
+from tempest.lib import decorators
+
+from mlaccel.tempest.tests import base
+
+CONF = config.CONF
+
+
+class ImageLocalityTest(base.MlaccelAdminTest):
+    """Later servers of an image go where the image is cached.
+
+    Across two computes, the image-locality weigher sends them to the host
+    whose image cache holds the image, against the stock RAM weigher, which
+    spreads them to the emptier host.
+    """
+
+    @classmethod
+    def skip_checks(cls):
+        super().skip_checks()
+        if CONF.compute.min_compute_nodes < 2:
+            raise cls.skipException('needs at least two compute hosts')
+
+    @decorators.idempotent_id('6a7f1c11-2d4b-4b7e-9c55-1f7d2e0b4a01')
+    def test_second_server_lands_where_image_is_cached(self):
+        image_id = self.create_image()
+        first = self.create_test_server(image_id=image_id,
+                                        wait_until='ACTIVE')
+        host = self.get_host_for_server(first['id'])
+        self.wait_for_report(host, image_id)
+        for _ in range(2):
+            server = self.create_test_server(image_id=image_id,
+                                             wait_until='ACTIVE')
+            self.assertEqual(host, self.get_host_for_server(server['id']))

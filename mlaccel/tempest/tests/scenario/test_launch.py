@@ -1,0 +1,73 @@
+"""``mlaccel launch`` runs the example task end to end on two VMs."""
+
+import importlib.util
+
+import openstack
+from tempest import config
+from tempest.lib import decorators
+
+from mlaccel.launcher import api
+from mlaccel.tempest.tests import base
+from mlaccel.tempest.tests.scenario import test_guest_process
+
+CONF = config.CONF
+
+STAGES = ('scheduling', 'creation', 'buffering', 'running')
+
+
+class LaunchTest(base.MlaccelAdminTest):
+    """The launcher, taskd in each VM, and the life-cycle record.
+
+    The VMs' task daemons push their readiness to a listener on this host
+    and the launcher then talks to them over TCP, so the guests must run on
+    this host (the all-in-one cloud with the test virt driver).
+    """
+
+    @classmethod
+    def skip_checks(cls):
+        super().skip_checks()
+        if not CONF.mlaccel.same_host_as_computes:
+            raise cls.skipException('the guests cannot reach this host')
+        if importlib.util.find_spec('torch') is None:
+            raise cls.skipException('the example task needs torch')
+
+    def connect(self):
+        conn = openstack.connect(
+            auth_url=CONF.identity.uri_v3,
+            username=CONF.auth.admin_username,
+            password=CONF.auth.admin_password,
+            project_name=CONF.auth.admin_project_name,
+            user_domain_name=CONF.auth.admin_domain_name,
+            project_domain_name=CONF.auth.admin_domain_name,
+            region_name=CONF.identity.region)
+        self.addCleanup(conn.close)
+        return conn
+
+    @decorators.idempotent_id('e1f6d2b0-3c4a-4f5e-8a9b-0c1d2e3f4a01')
+    def test_launch_example_task_on_two_vms(self):
+        result = api.launch(
+            self.connect(), CONF.compute.image_ref, CONF.compute.flavor_ref,
+            2, 'mlaccel.tasks.clip:main', {'steps': 20, 'seed': 1},
+            network='none', timeout=CONF.compute.build_timeout * 3,
+            listen_host='127.0.0.1', callback_host='127.0.0.1',
+            taskd_port=0, submit_options={'threads': 1, 'seed': 1})
+        self.assertEqual(api.SUCCEEDED, result['outcome'], result['error'])
+        self.assertEqual(2, len(result['vms']))
+        self.assertEqual({}, {k: v for k, v in result['cleanup'].items()
+                              if k == 'leaked' and v})
+        losses = []
+        for vm in result['vms']:
+            self.assertEqual('succeeded', vm['state'])
+            self.assertIn('127.0.0.1', vm['address'])
+            durations = vm['timeline']['durations']
+            for stage in STAGES:
+                self.assertIsNotNone(durations.get(stage), stage)
+                self.assertGreaterEqual(durations[stage], 0.0, stage)
+            losses.append(vm['result']['final_loss'])
+            self.assertEqual([], test_guest_process.guest_pids(
+                vm['server_id']))
+        # Same seed, same task: the same result on both VMs.
+        self.assertEqual(losses[0], losses[1])
+        for stage in STAGES:
+            self.assertIsNotNone(
+                result['timeline']['durations'].get(stage), stage)

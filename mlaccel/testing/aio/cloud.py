@@ -1,0 +1,429 @@
+"""Bring an all-in-one cloud up and take it down.
+
+The steps, with the slow ones overlapped: MariaDB, RabbitMQ and Redis;
+keystone's schema and bootstrap while the other schemas sync; the catalog;
+every service; the computes mapped to the cell; a test image and flavors.
+"""
+
+import concurrent.futures
+import json
+import os
+import shutil
+import time
+
+from mlaccel.cmd import config as mlaccel_config
+from mlaccel.launcher import actions
+from mlaccel.testing.aio import configs
+from mlaccel.testing.aio import layout as aio_layout
+from mlaccel.testing.aio import procs
+
+#: Services the others need; ``down`` stops them last.
+INFRA = ('mariadb', 'epmd', 'rabbitmq', 'redis')
+NOVA = ('nova-conductor', 'nova-scheduler')
+CINDER = ('cinder-api', 'cinder-scheduler', 'cinder-volume')
+
+#: The image every test may boot: small raw bytes, made at bring-up.
+TEST_IMAGE_BYTES = 1024 * 1024
+
+
+class Clock:
+    """Prints each step with the seconds since bring-up started."""
+
+    def __init__(self):
+        self.start = time.monotonic()
+        self.steps = {}
+        self._last = self.start
+
+    def mark(self, step):
+        now = time.monotonic()
+        self.steps[step] = round(now - self._last, 1)
+        self._last = now
+        print('[aio +%5.1fs] %s (%.1f s)' % (now - self.start, step,
+                                             self.steps[step]), flush=True)
+
+    def total(self):
+        return round(time.monotonic() - self.start, 1)
+
+
+def _mysql(lay, sql):
+    procs.run(lay, 'mariadb-setup', [
+        'mariadb', '-uroot', '-S', lay.path('run', 'mysqld.sock'), '-e', sql])
+
+
+def start_infra(lay):
+    mysql_data = lay.path('data', 'mysql')
+    if not os.path.isdir(os.path.join(mysql_data, 'mysql')):
+        procs.run(lay, 'mariadb-install', [
+            'mariadb-install-db', '--no-defaults', '--datadir=' + mysql_data,
+            '--user=root', '--auth-root-authentication-method=normal',
+            '--skip-test-db'])
+    procs.start(lay, 'mariadb', [
+        'mariadbd', '--no-defaults', '--datadir=' + mysql_data,
+        '--user=root', '--bind-address=127.0.0.1',
+        '--port=%d' % lay.ports.db,
+        '--socket=' + lay.path('run', 'mysqld.sock'),
+        '--pid-file=' + lay.path('run', 'mysqld.pid'),
+        '--max-connections=500', '--innodb-buffer-pool-size=256M',
+        '--innodb-flush-log-at-trx-commit=0', '--skip-name-resolve',
+        '--character-set-server=utf8mb4'])
+    # epmd is started by us, so that it is recorded and stopped like the
+    # rest; RabbitMQ finds it on ERL_EPMD_PORT.
+    erl = {'ERL_EPMD_PORT': str(lay.ports.epmd),
+           'ERL_EPMD_ADDRESS': '127.0.0.1'}
+    procs.start(lay, 'epmd', ['epmd', '-port', str(lay.ports.epmd),
+                              '-address', '127.0.0.1'], env=erl)
+    rabbit_home = lay.path('run', 'rabbitmq')
+    os.makedirs(rabbit_home, exist_ok=True)
+    plugins = os.path.join(rabbit_home, 'enabled_plugins')
+    with open(plugins, 'w') as f:
+        f.write('[].\n')
+    with open(os.path.join(rabbit_home, 'rabbitmq.conf'), 'w') as f:
+        f.write('loopback_users = none\n')
+    procs.wait_port(lay, 'epmd', lay.ports.epmd, 20)
+    # The real server, not the /usr/sbin wrapper that drops the env.
+    procs.start(lay, 'rabbitmq', ['/usr/lib/rabbitmq/bin/rabbitmq-server'],
+                env=dict(erl, **{
+                    'HOME': rabbit_home,
+                    'RABBITMQ_NODENAME': 'rabbit_mlaccel_aio@localhost',
+                    'RABBITMQ_NODE_IP_ADDRESS': '127.0.0.1',
+                    'RABBITMQ_NODE_PORT': str(lay.ports.amqp),
+                    'RABBITMQ_DIST_PORT': str(lay.ports.amqp + 1),
+                    'RABBITMQ_MNESIA_BASE': lay.path('data', 'rabbitmq'),
+                    'RABBITMQ_LOG_BASE': lay.path('log', 'rabbitmq'),
+                    'RABBITMQ_ENABLED_PLUGINS_FILE': plugins,
+                    'RABBITMQ_CONFIG_FILE': os.path.join(rabbit_home,
+                                                         'rabbitmq'),
+                }))
+    procs.start(lay, 'redis', [
+        'redis-server', '--bind', '127.0.0.1', '--port',
+        str(lay.ports.redis), '--save', '', '--appendonly', 'no',
+        '--dir', lay.path('run')])
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            _mysql(lay, 'SELECT 1')
+            break
+        except procs.ServiceError:
+            if time.monotonic() > deadline or not procs.running(lay,
+                                                                'mariadb'):
+                raise
+            time.sleep(0.5)
+    _mysql(lay, "CREATE USER IF NOT EXISTS '%s'@'127.0.0.1' IDENTIFIED BY "
+           "'%s';" % (aio_layout.DB_USER, aio_layout.DB_PASSWORD) + ''.join(
+               "CREATE DATABASE IF NOT EXISTS %s; GRANT ALL ON %s.* TO "
+               "'%s'@'127.0.0.1';" % (db, db, aio_layout.DB_USER)
+               for db in aio_layout.DATABASES))
+    procs.wait_port(lay, 'redis', lay.ports.redis, 30)
+    procs.wait_port(lay, 'rabbitmq', lay.ports.amqp, 120)
+
+
+def _wsgi(lay, name, port, module, env=None, extra=()):
+    """Start an API under uwsgi: one process, four threads, on loopback."""
+    procs.start(lay, name, [
+        lay.bin('uwsgi'), '--http-socket', '127.0.0.1:%d' % port,
+        '--module', module, '--home', lay.venv, '--master',
+        '--processes', '1', '--threads', '4', '--enable-threads',
+        '--lazy-apps', '--die-on-term', '--need-app',
+        '--buffer-size', '65535', '--http-keepalive',
+        '--add-header', 'Connection: close', '--disable-logging',
+        *extra], env=env)
+
+
+def _manage(lay, name, *commands):
+    for argv in commands:
+        procs.run(lay, name, [lay.bin(argv[0]), *argv[1:]])
+
+
+def bootstrap_keystone(lay):
+    conf = ['--config-file', lay.path('etc', 'keystone', 'keystone.conf')]
+    url = lay.auth_url
+    _manage(lay, 'keystone-manage',
+            ['keystone-manage', *conf, 'db_sync'],
+            ['keystone-manage', *conf, 'fernet_setup',
+             '--keystone-user', 'root', '--keystone-group', 'root'],
+            ['keystone-manage', *conf, 'credential_setup',
+             '--keystone-user', 'root', '--keystone-group', 'root'],
+            ['keystone-manage', *conf, 'bootstrap',
+             '--bootstrap-password', aio_layout.ADMIN_PASSWORD,
+             '--bootstrap-region-id', aio_layout.REGION,
+             '--bootstrap-admin-url', url, '--bootstrap-public-url', url,
+             '--bootstrap-internal-url', url])
+
+
+def sync_schemas(lay):
+    """The other services' schemas; returns futures, run in parallel."""
+    nova = ['--config-file', lay.path('etc', 'nova', 'nova.conf')]
+    jobs = {
+        'glance': [['glance-manage', '--config-dir',
+                    lay.path('etc', 'glance'), 'db_sync']],
+        'placement': [['placement-manage', '--config-dir',
+                       lay.path('etc', 'placement'), 'db', 'sync']],
+        'nova': [['nova-manage', *nova, 'api_db', 'sync'],
+                 ['nova-manage', *nova, 'cell_v2', 'map_cell0',
+                  '--database_connection', lay.db_url('nova_cell0')],
+                 ['nova-manage', *nova, 'cell_v2', 'create_cell',
+                  '--name', 'cell1'],
+                 ['nova-manage', *nova, 'db', 'sync']],
+    }
+    if lay.settings.cinder:
+        jobs['cinder'] = [['cinder-manage', '--config-file',
+                           lay.path('etc', 'cinder', 'cinder.conf'),
+                           'db', 'sync']]
+    pool = concurrent.futures.ThreadPoolExecutor(len(jobs))
+    futures = [pool.submit(_manage, lay, name + '-dbsync', *commands)
+               for name, commands in jobs.items()]
+    pool.shutdown(wait=False)
+    return futures
+
+
+def connect(lay):
+    import openstack
+    return openstack.connect(**lay.admin_auth())
+
+
+def register_catalog(lay, conn):
+    """Service project and users, services and endpoints."""
+    identity = conn.identity
+    project = identity.find_project('service') or identity.create_project(
+        name='service', domain_id='default')
+    roles = {name: identity.find_role(name) or identity.create_role(
+        name=name) for name in ('admin', 'service')}
+    users = list(aio_layout.SERVICE_USERS)
+    if not lay.settings.cinder:
+        users.remove('cinder')
+    for name in users:
+        user = identity.find_user(name) or identity.create_user(
+            name=name, password=aio_layout.SERVICE_PASSWORD,
+            domain_id='default', default_project_id=project.id)
+        for role in roles.values():
+            identity.assign_project_role_to_user(project, user, role)
+    services = [('glance', 'image', lay.url('glance')),
+                ('placement', 'placement', lay.url('placement')),
+                ('nova', 'compute', lay.url('nova', '/v2.1')),
+                ('neutron', 'network', lay.url('neutron'))]
+    if lay.settings.cinder:
+        services.append(('cinderv3', 'block-storage',
+                         lay.url('cinder', '/v3/$(project_id)s')))
+    for name, kind, url in services:
+        service = identity.find_service(name) or identity.create_service(
+            name=name, type=kind)
+        have = {endpoint.interface for endpoint in
+                identity.endpoints(service_id=service.id)}
+        for interface in {'public', 'internal', 'admin'} - have:
+            identity.create_endpoint(service_id=service.id, url=url,
+                                     interface=interface,
+                                     region_id=aio_layout.REGION)
+
+
+def start_services(lay):
+    etc = lay.path('etc')
+    _wsgi(lay, 'glance', lay.ports.glance, 'glance.wsgi.api:application',
+          env={'OS_GLANCE_CONFIG_DIR': os.path.join(etc, 'glance')},
+          extra=('--http-chunked-input', '--http-raw-body',
+                 '--http-auto-chunked'))
+    _wsgi(lay, 'placement', lay.ports.placement,
+          'placement.wsgi.api:application',
+          env={'OS_PLACEMENT_CONFIG_DIR': os.path.join(etc, 'placement')})
+    _wsgi(lay, 'neutron', lay.ports.neutron,
+          'mlaccel.testing.aio.fake_neutron:application')
+    # nova-api reads api-paste.ini and nova.conf from this folder.
+    _wsgi(lay, 'nova-api', lay.ports.nova,
+          'nova.wsgi.osapi_compute:application',
+          env={'OS_NOVA_CONFIG_DIR': os.path.join(etc, 'nova')})
+    nova_conf = ['--config-file', os.path.join(etc, 'nova', 'nova.conf')]
+    for name in NOVA:
+        procs.start(lay, name, [lay.bin(name), *nova_conf])
+    if lay.settings.cinder:
+        cinder_conf = ['--config-file',
+                       os.path.join(etc, 'cinder', 'cinder.conf')]
+        _wsgi(lay, 'cinder-api', lay.ports.cinder,
+              'cinder.wsgi.api:application',
+              extra=('--pyargv', ' '.join(cinder_conf)))
+        for name in CINDER[1:]:
+            procs.start(lay, name, [lay.bin(name), *cinder_conf])
+    for name in ('glance', 'placement', 'neutron', 'nova-api') + (
+            ('cinder-api',) if lay.settings.cinder else ()):
+        port = getattr(lay.ports, name.replace('-api', ''))
+        procs.wait_port(lay, name, port, 120)
+
+
+def start_compute(lay, host):
+    etc = lay.path('etc', 'nova')
+    procs.start(lay, 'nova-compute-' + host, [
+        lay.bin('python'), '-m', 'mlaccel.testing.compute',
+        '--config-file', os.path.join(etc, 'nova.conf'),
+        '--config-file', os.path.join(etc, 'compute-%s.conf' % host)])
+
+
+def _reported_since(service, since):
+    """Whether the service reported in after ``since`` (UNIX time).
+
+    A restarted service's record still says "up" from its previous run.
+    """
+    when = actions.parse_time(service.updated_at)
+    return service.state == 'up' and when is not None and when >= since - 1
+
+
+def _wait_service_up(lay, conn, binary, since, deadline):
+    while True:
+        try:
+            if any(_reported_since(svc, since)
+                   for svc in conn.compute.services(binary=binary)):
+                return
+        except Exception:  # nova-api may still be loading its app
+            pass
+        if not procs.running(lay, binary):
+            raise procs.ServiceError('%s died:\n%s'
+                                     % (binary, procs.tail(lay, binary)))
+        if time.monotonic() > deadline:
+            raise procs.ServiceError('%s is not up' % binary)
+        time.sleep(0.5)
+
+
+def start_computes(lay, conn, since, timeout=180):
+    """Start the computes, wait for their nodes, map them to the cell.
+
+    The computes start once the conductor started at ``since`` (UNIX
+    time) answers: a compute that asks too early waits a whole RPC timeout.
+    """
+    deadline = time.monotonic() + timeout
+    _wait_service_up(lay, conn, 'nova-conductor', since, deadline)
+    since = time.time()
+    for host in lay.compute_hosts():
+        start_compute(lay, host)
+    want = set(lay.compute_hosts())
+    while True:
+        up = {svc.host for svc in conn.compute.services(binary='nova-compute')
+              if _reported_since(svc, since)}
+        if want <= up:
+            break
+        for host in want - up:
+            if not procs.running(lay, 'nova-compute-' + host):
+                raise procs.ServiceError('nova-compute on %s died:\n%s' % (
+                    host, procs.tail(lay, 'nova-compute-' + host)))
+        if time.monotonic() > deadline:
+            raise procs.ServiceError('computes not up: %s'
+                                     % sorted(want - up))
+        time.sleep(1)
+    while True:
+        _manage(lay, 'discover-hosts', [
+            'nova-manage', '--config-file',
+            lay.path('etc', 'nova', 'nova.conf'), 'cell_v2',
+            'discover_hosts'])
+        mapped = {hv.name for hv in conn.compute.hypervisors()}
+        if want <= mapped:
+            return
+        if time.monotonic() > deadline:
+            raise procs.ServiceError('compute nodes not mapped: %s'
+                                     % sorted(want - mapped))
+        time.sleep(2)
+
+
+def make_test_resources(lay, conn):
+    """A small raw image and two flavors, saved in ``run/cloud.json``."""
+    image = conn.image.find_image('mlaccel-aio-tiny')
+    if image is None:
+        image = conn.image.create_image(
+            name='mlaccel-aio-tiny', data=os.urandom(TEST_IMAGE_BYTES),
+            disk_format='raw', container_format='bare', visibility='public')
+    flavors = {}
+    for name, ram in (('m1.aio', 128), ('m1.aio-alt', 192)):
+        flavor = conn.compute.find_flavor(name) or \
+            conn.compute.create_flavor(name=name, ram=ram, vcpus=1, disk=1)
+        flavors[name] = flavor.id
+    cloud = {'image_id': image.id, 'flavor_id': flavors['m1.aio'],
+             'flavor_alt_id': flavors['m1.aio-alt']}
+    with open(lay.cloud_file, 'w') as f:
+        json.dump(cloud, f, indent=1)
+    return cloud
+
+
+def enable_mlaccel(lay):
+    """The same edit the devstack plugin makes, by the same command."""
+    argv = ['enable', '--nova-conf', lay.path('etc', 'nova', 'nova.conf'),
+            '--statebus-url', lay.statebus_url]
+    if lay.settings.cinder:
+        argv += ['--cinder-conf', lay.path('etc', 'cinder', 'cinder.conf')]
+    if mlaccel_config.main(argv):
+        raise procs.ServiceError('mlaccel-config failed')
+
+
+def up(lay):
+    """Bring the cloud up; return the per-step and total seconds."""
+    clock = Clock()
+    first = not os.path.exists(lay.path('run', 'bootstrapped'))
+    if procs.recorded(lay):
+        raise procs.ServiceError('services of %s are recorded as running; '
+                                 'run "down" first' % lay.base)
+    lay.save_settings()
+    configs.write_all(lay)
+    if lay.settings.mlaccel:
+        enable_mlaccel(lay)
+    clock.mark('configuration written')
+    start_infra(lay)
+    clock.mark('MariaDB, RabbitMQ, Redis up')
+    futures = sync_schemas(lay) if first else []
+    if first:
+        bootstrap_keystone(lay)
+        clock.mark('keystone bootstrapped')
+    _wsgi(lay, 'keystone', lay.ports.keystone, 'keystone.wsgi.api:application',
+          env={'OS_KEYSTONE_CONFIG_DIR': lay.path('etc', 'keystone')})
+    procs.wait_port(lay, 'keystone', lay.ports.keystone, 60)
+    conn = connect(lay)
+    if first:
+        register_catalog(lay, conn)
+        # A new token, so that the catalog has the services just made.
+        conn = connect(lay)
+        clock.mark('catalog registered')
+        for future in futures:
+            future.result()
+        clock.mark('schemas synced')
+    since = time.time()
+    start_services(lay)
+    clock.mark('APIs listening')
+    start_computes(lay, conn, since)
+    clock.mark('%d computes up and mapped' % lay.settings.computes)
+    make_test_resources(lay, conn)
+    open(lay.path('run', 'bootstrapped'), 'w').close()
+    clock.mark('test image and flavors ready')
+    result = {'steps': clock.steps, 'total_seconds': clock.total()}
+    with open(lay.path('run', 'bringup.json'), 'w') as f:
+        json.dump(result, f, indent=1)
+    print('[aio] up in %.1f s: %s' % (clock.total(), lay.base), flush=True)
+    return result
+
+
+def down(lay, purge=False):
+    """Stop every recorded service, sweep leftovers, optionally purge."""
+    clock = Clock()
+    recorded = procs.recorded(lay)
+    # OpenStack services first, all at once (each may take its graceful
+    # shutdown time), then what they were using.
+    waves = [[name for name in recorded if name not in INFRA],
+             [name for name in INFRA if name in recorded]]
+    slow = {}
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        for wave in waves:
+            for name, seconds in zip(wave, pool.map(
+                    lambda name: procs.stop(lay, name), wave)):
+                if seconds > 2:
+                    slow[name] = round(seconds, 1)
+    if slow:
+        print('[aio] slow to stop (s): %s' % slow)
+    # Guests of a killed compute, or anything else the cloud spawned.
+    left = procs.sweep(lay.base)
+    if left:
+        print('[aio] ended %d leftover processes: %s' % (len(left), left))
+    clock.mark('stopped')
+    if purge:
+        shutil.rmtree(lay.base, ignore_errors=True)
+        clock.mark('removed %s' % lay.base)
+    remaining = procs.marked(lay.base)
+    if remaining:
+        raise procs.ServiceError('processes still running: %s' % remaining)
+    return clock.total()
+
+
+def status(lay):
+    """``{service: running}`` of the recorded services."""
+    return {name: procs.running(lay, name) for name in procs.recorded(lay)}

@@ -1,0 +1,210 @@
+"""Write the services' configuration files of an all-in-one cloud.
+
+mlaccel itself is enabled afterwards by ``mlaccel-config``, the command the
+devstack plugin runs too (see :mod:`mlaccel.testing.aio.cloud`).
+"""
+
+import os
+import shutil
+
+from mlaccel.testing.aio import layout as aio_layout
+
+#: The compute driver name the computes load (see mlaccel.testing.compute).
+TEST_DRIVER = 'mlaccel_testing.GuestProcessDriver'
+
+
+def render(sections):
+    """INI text of ``{section: {key: value or [values]}}``."""
+    out = []
+    for section, options in sections.items():
+        out.append('[%s]' % section)
+        for key, value in options.items():
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, bool):
+                    item = str(item).lower()
+                out.append('%s = %s' % (key, item))
+        out.append('')
+    return '\n'.join(out)
+
+
+def write(path, sections):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, 'w') as f:
+        f.write(render(sections))
+
+
+def _authtoken(lay, user):
+    return {
+        'www_authenticate_uri': lay.url('keystone'),
+        'auth_url': lay.url('keystone'),
+        'auth_type': 'password',
+        'project_domain_name': 'Default',
+        'user_domain_name': 'Default',
+        'project_name': 'service',
+        'username': user,
+        'password': aio_layout.SERVICE_PASSWORD,
+        'service_token_roles_required': True,
+    }
+
+
+def _client(lay, user):
+    """A keystoneauth section a service uses to call another one."""
+    return {
+        'auth_type': 'password',
+        'auth_url': lay.url('keystone'),
+        'project_domain_name': 'Default',
+        'user_domain_name': 'Default',
+        'project_name': 'service',
+        'username': user,
+        'password': aio_layout.SERVICE_PASSWORD,
+        'region_name': aio_layout.REGION,
+    }
+
+
+def keystone(lay):
+    keys = lay.path('etc', 'keystone')
+    write(lay.path('etc', 'keystone', 'keystone.conf'), {
+        'database': {'connection': lay.db_url('keystone')},
+        'token': {'provider': 'fernet'},
+        'fernet_tokens': {'key_repository': os.path.join(keys, 'fernet')},
+        'fernet_receipts': {'key_repository': os.path.join(keys, 'fernet')},
+        'credential': {'key_repository': os.path.join(keys, 'credential')},
+    })
+
+
+def glance(lay):
+    data = lay.path('data', 'glance')
+    for sub in ('images', 'staging', 'tasks'):
+        os.makedirs(os.path.join(data, sub), exist_ok=True)
+    write(lay.path('etc', 'glance', 'glance-api.conf'), {
+        'DEFAULT': {'enabled_backends': 'fs:file'},
+        'glance_store': {'default_backend': 'fs'},
+        'fs': {'filesystem_store_datadir': os.path.join(data, 'images')},
+        'os_glance_staging_store': {
+            'filesystem_store_datadir': os.path.join(data, 'staging')},
+        'os_glance_tasks_store': {
+            'filesystem_store_datadir': os.path.join(data, 'tasks')},
+        'database': {'connection': lay.db_url('glance')},
+        'paste_deploy': {
+            'flavor': 'keystone',
+            'config_file': os.path.join(lay.venv, 'etc', 'glance',
+                                        'glance-api-paste.ini')},
+        'oslo_concurrency': {'lock_path': data},
+        'keystone_authtoken': _authtoken(lay, 'glance'),
+    })
+
+
+def placement(lay):
+    write(lay.path('etc', 'placement', 'placement.conf'), {
+        'placement_database': {'connection': lay.db_url('placement')},
+        'api': {'auth_strategy': 'keystone'},
+        'keystone_authtoken': _authtoken(lay, 'placement'),
+    })
+
+
+def nova(lay):
+    """nova.conf shared by every nova service, plus one file per compute."""
+    etc = lay.path('etc', 'nova')
+    data = lay.path('data', 'nova')
+    os.makedirs(os.path.join(data, 'lock'), exist_ok=True)
+    sections = {
+        'DEFAULT': {
+            'host': 'aio',
+            'my_ip': '127.0.0.1',
+            'transport_url': lay.transport_url,
+            'state_path': data,
+        },
+        'api': {'auth_strategy': 'keystone'},
+        'wsgi': {'api_paste_config': os.path.join(etc, 'api-paste.ini')},
+        'api_database': {'connection': lay.db_url('nova_api')},
+        'database': {'connection': lay.db_url('nova')},
+        'oslo_concurrency': {'lock_path': os.path.join(data, 'lock')},
+        'scheduler': {'workers': 1, 'discover_hosts_in_cells_interval': 10},
+        'filter_scheduler': {
+            'available_filters': ['nova.scheduler.filters.all_filters'],
+            'enabled_filters': ','.join(scheduler_filters()),
+        },
+        'conductor': {'workers': 1},
+        'vnc': {'enabled': False},
+        'oslo_messaging_notifications': {'driver': 'noop'},
+        'keystone_authtoken': _authtoken(lay, 'nova'),
+        'placement': _client(lay, 'nova'),
+        'neutron': _client(lay, 'nova'),
+        'glance': {'region_name': aio_layout.REGION},
+        'service_user': dict(_client(lay, 'nova'),
+                             send_service_user_token=True),
+    }
+    if lay.settings.cinder:
+        sections['cinder'] = _client(lay, 'nova')
+    write(os.path.join(etc, 'nova.conf'), sections)
+    # nova-api's WSGI app finds api-paste.ini and nova.conf in one folder.
+    shutil.copy(os.path.join(lay.venv, 'etc', 'nova', 'api-paste.ini'), etc)
+    for host in lay.compute_hosts():
+        state = lay.path('data', 'nova-' + host)
+        os.makedirs(state, exist_ok=True)
+        write(os.path.join(etc, 'compute-%s.conf' % host), {
+            'DEFAULT': {'host': host, 'state_path': state,
+                        'compute_driver': TEST_DRIVER},
+        })
+
+
+def scheduler_filters():
+    """The stock filters the cloud enables (mlaccel's are added to them)."""
+    return ['ComputeFilter', 'ComputeCapabilitiesFilter',
+            'ImagePropertiesFilter', 'ServerGroupAntiAffinityFilter',
+            'ServerGroupAffinityFilter', 'SameHostFilter',
+            'DifferentHostFilter']
+
+
+def cinder(lay):
+    data = lay.path('data', 'cinder')
+    os.makedirs(os.path.join(data, 'lock'), exist_ok=True)
+    write(lay.path('etc', 'cinder', 'cinder.conf'), {
+        'DEFAULT': {
+            'host': 'aio',
+            'my_ip': '127.0.0.1',
+            'transport_url': lay.transport_url,
+            'auth_strategy': 'keystone',
+            'state_path': data,
+            'api_paste_config': os.path.join(lay.venv, 'etc', 'cinder',
+                                             'api-paste.ini'),
+            'enabled_backends': 'fake',
+        },
+        'fake': {
+            'volume_driver':
+                'cinder.tests.fake_driver.FakeLoggingVolumeDriver',
+            'volume_backend_name': 'fake',
+            'target_helper': 'fake',
+        },
+        'database': {'connection': lay.db_url('cinder')},
+        'oslo_concurrency': {'lock_path': os.path.join(data, 'lock')},
+        'oslo_messaging_notifications': {'driver': 'noop'},
+        'keystone_authtoken': _authtoken(lay, 'cinder'),
+        'nova': _client(lay, 'cinder'),
+        'service_user': dict(_client(lay, 'cinder'),
+                             send_service_user_token=True),
+    })
+
+
+def clouds_yaml(lay):
+    auth = lay.admin_auth()
+    keys = ('auth_url', 'username', 'password', 'project_name',
+            'user_domain_id', 'project_domain_id')
+    text = ('clouds:\n  aio-admin:\n    auth:\n'
+            + ''.join('      %s: %s\n' % (key, auth[key]) for key in keys)
+            + '    region_name: %s\n    identity_api_version: 3\n'
+            % aio_layout.REGION)
+    with open(lay.clouds_yaml, 'w') as f:
+        f.write(text)
+
+
+def write_all(lay):
+    for name in ('etc', 'data', 'log', 'run', 'pids'):
+        os.makedirs(getattr(lay, name), exist_ok=True)
+    keystone(lay)
+    glance(lay)
+    placement(lay)
+    nova(lay)
+    if lay.settings.cinder:
+        cinder(lay)
+    clouds_yaml(lay)

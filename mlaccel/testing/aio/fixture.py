@@ -1,0 +1,39 @@
+"""A fixture for functional tests that want real services of a running
+all-in-one cloud (Glance, RabbitMQ, Nova, ...)."""
+
+import os
+import unittest
+
+import fixtures
+
+from mlaccel.testing.aio import cloud
+from mlaccel.testing.aio import layout as aio_layout
+
+
+class RunningCloud(fixtures.Fixture):
+    """The cloud whose base directory ``$MLACCEL_AIO_BASE`` names.
+
+    The test is skipped when the variable is unset and fails when the
+    cloud it names is not running. Gives ``layout``, ``cloud`` (ids of the
+    test image and flavors) and ``connect()`` (an admin openstacksdk
+    connection).
+    """
+
+    def _setUp(self):
+        base = os.environ.get(aio_layout.BASE_ENV)
+        if not base:
+            raise unittest.SkipTest('no all-in-one cloud: set %s to the base '
+                                    'directory of one that is up'
+                                    % aio_layout.BASE_ENV)
+        self.layout = aio_layout.Layout(base)
+        down = [name for name, up in cloud.status(self.layout).items()
+                if not up]
+        if down or not os.path.exists(self.layout.cloud_file):
+            raise AssertionError('the cloud in %s is not up (down: %s)'
+                                 % (base, down or 'everything'))
+        self.cloud = self.layout.load_cloud()
+
+    def connect(self):
+        conn = cloud.connect(self.layout)
+        self.addCleanup(conn.close)
+        return conn

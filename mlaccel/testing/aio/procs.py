@@ -1,0 +1,225 @@
+"""Start, watch and stop the cloud's processes by recorded pid.
+
+Each service runs in its own session (so its process group holds it and
+every child it forks) with its output in ``log/<name>.log`` and its pid in
+``pids/<name>.pid``. Every process also carries a marker in its
+environment (``MLACCEL_AIO_PROCESS_OF=<base>``): :func:`sweep` finds and
+ends anything left with it, e.g. guests whose nova-compute was killed.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+from mlaccel.testing.aio import layout as aio_layout
+
+
+class ServiceError(Exception):
+    """A service did not start, with the end of its log."""
+
+
+def environ(layout, extra=None):
+    env = dict(os.environ)
+    env[aio_layout.MARKER_ENV] = layout.base
+    env['PATH'] = os.path.dirname(layout.bin('python')) + os.pathsep \
+        + env.get('PATH', '/usr/bin:/bin')
+    env.update(extra or {})
+    return env
+
+
+def log_path(layout, name):
+    return os.path.join(layout.log, name + '.log')
+
+
+def _pid_file(layout, name):
+    return os.path.join(layout.pids, name + '.pid')
+
+
+def start(layout, name, argv, env=None, cwd=None):
+    """Start ``argv`` as service ``name`` in a new session; return its pid."""
+    if running(layout, name):
+        raise ServiceError('%s is already running' % name)
+    os.makedirs(layout.pids, exist_ok=True)
+    os.makedirs(layout.log, exist_ok=True)
+    with open(log_path(layout, name), 'ab') as log:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT, cwd=cwd or layout.base,
+            env=environ(layout, env), start_new_session=True)
+    with open(_pid_file(layout, name), 'w') as f:
+        f.write('%d\n' % proc.pid)
+    return proc.pid
+
+
+def run(layout, name, argv, env=None):
+    """Run a one-shot command, its output appended to ``log/<name>.log``."""
+    os.makedirs(layout.log, exist_ok=True)
+    with open(log_path(layout, name), 'ab') as log:
+        code = subprocess.call(argv, stdin=subprocess.DEVNULL, stdout=log,
+                               stderr=subprocess.STDOUT, cwd=layout.base,
+                               env=environ(layout, env))
+    if code:
+        raise ServiceError('%s failed with exit code %d:\n%s'
+                           % (' '.join(argv[:3]), code, tail(layout, name)))
+
+
+def tail(layout, name, lines=15):
+    try:
+        with open(log_path(layout, name), errors='replace') as f:
+            return ''.join(f.readlines()[-lines:])
+    except FileNotFoundError:
+        return '(no log)'
+
+
+def recorded(layout):
+    """Names of the services with a pid file."""
+    try:
+        return sorted(name[:-4] for name in os.listdir(layout.pids)
+                      if name.endswith('.pid'))
+    except FileNotFoundError:
+        return []
+
+
+def _read_pid(layout, name):
+    try:
+        with open(_pid_file(layout, name)) as f:
+            return int(f.read().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _processes():
+    """Yield ``(pid, pgid, state)`` of every live process."""
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            with open('/proc/%s/stat' % entry) as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: split after it.
+        fields = stat[stat.rindex(')') + 2:].split()
+        if fields[0] not in ('Z', 'X'):
+            yield int(entry), int(fields[2]), fields[0]
+
+
+def _group_alive(pgid):
+    return any(group == pgid for _pid, group, _state in _processes())
+
+
+def running(layout, name):
+    pid = _read_pid(layout, name)
+    return pid is not None and _group_alive(pid)
+
+
+def _signal_group(pgid, signum):
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def stop(layout, name, timeout=10.0):
+    """TERM the service's process group, KILL it after ``timeout``.
+
+    Returns the seconds it took.
+    """
+    started = time.monotonic()
+    pid = _read_pid(layout, name)
+    if pid is not None:
+        _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _group_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _group_alive(pid):
+            _signal_group(pid, signal.SIGKILL)
+            while _group_alive(pid):
+                time.sleep(0.05)
+    try:
+        os.unlink(_pid_file(layout, name))
+    except FileNotFoundError:
+        pass
+    return time.monotonic() - started
+
+
+def _ancestors():
+    """This process and its parents, which a sweep must never end."""
+    pids, pid = set(), os.getpid()
+    while pid > 1 and pid not in pids:
+        pids.add(pid)
+        try:
+            with open('/proc/%d/stat' % pid) as f:
+                stat = f.read()
+        except OSError:
+            break
+        pid = int(stat[stat.rindex(')') + 2:].split()[1])
+    return pids
+
+
+def with_environ(name, value):
+    """Pids of live processes whose environment has ``name=value``.
+
+    This process and its parents are left out.
+    """
+    entry = ('%s=%s' % (name, value)).encode()
+    found = []
+    spare = _ancestors()
+    for pid, _group, _state in _processes():
+        if pid in spare:
+            continue
+        try:
+            with open('/proc/%d/environ' % pid, 'rb') as f:
+                if entry in f.read().split(b'\0'):
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def marked(base):
+    """Pids of live processes carrying ``base``'s marker."""
+    return with_environ(aio_layout.MARKER_ENV, base)
+
+
+def sweep(base, timeout=5.0):
+    """End every process still marked with ``base``; return their pids."""
+    pids = marked(base)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while marked(base) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in marked(base):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return pids
+
+
+def port_open(port, host='127.0.0.1'):
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def wait_port(layout, name, port, timeout=120.0):
+    """Wait until ``port`` accepts connections; fail fast if ``name`` dies."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if port_open(port):
+            return
+        if name and not running(layout, name):
+            raise ServiceError('%s exited before listening on %d:\n%s'
+                               % (name, port, tail(layout, name)))
+        time.sleep(0.2)
+    raise ServiceError('%s did not listen on %d within %.0f s:\n%s'
+                       % (name, port, timeout, tail(layout, name)))

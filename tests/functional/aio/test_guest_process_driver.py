@@ -1,0 +1,136 @@
+"""The test virt driver on the all-in-one cloud: real image transfers into
+Nova's cache layout, real guest processes, real host reports.
+
+Needs a running cloud (``python -m mlaccel.testing.aio up``) named by
+``$MLACCEL_AIO_BASE``; skipped otherwise. Only the hypervisor is fake.
+"""
+
+import base64
+import hashlib
+import os
+import time
+
+from oslo_config import cfg
+import testtools
+
+from mlaccel import conf as mlaccel_conf
+from mlaccel.statebus import reader
+from mlaccel.testing.aio import fixture
+from mlaccel.testing.aio import procs
+
+GUEST = ('#cloud-config\nruncmd:\n'
+         '  - [python, -m, mlaccel.testing.idle_guest]\n')
+
+
+def guest_pids(server_id):
+    return procs.with_environ('MLACCEL_INSTANCE_UUID', server_id)
+
+
+class GuestProcessDriverTest(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.aio = self.useFixture(fixture.RunningCloud())
+        self.conn = self.aio.connect()
+        self.hosts = self.aio.layout.compute_hosts()
+
+    def make_image(self, size):
+        image = self.conn.image.create_image(
+            name='driver-test', data=os.urandom(size), disk_format='raw',
+            container_format='bare')
+        self.addCleanup(self.conn.image.delete_image, image,
+                        ignore_missing=True)
+        return self.conn.image.get_image(image)
+
+    def boot(self, image_id, host, user_data=None):
+        extra = {'user_data': base64.b64encode(user_data.encode()).decode()
+                 } if user_data else {}
+        server = self.conn.compute.create_server(
+            name='driver-test', image_id=image_id,
+            flavor_id=self.aio.cloud['flavor_id'], networks='none',
+            availability_zone='nova:%s' % host, **extra)
+        self.addCleanup(self.delete, server)
+        return self.conn.compute.wait_for_server(server, interval=0.5,
+                                                 wait=180)
+
+    def delete(self, server):
+        self.conn.compute.delete_server(server, ignore_missing=True)
+        self.conn.compute.wait_for_delete(server, interval=0.5, wait=120)
+
+    def cache_file(self, host, image_id):
+        return os.path.join(self.aio.layout.instances_path(host), '_base',
+                            hashlib.sha1(image_id.encode()).hexdigest())
+
+    def report(self, host):
+        conf = cfg.ConfigOpts()
+        mlaccel_conf.register_opts(conf)
+        conf([], default_config_files=[])
+        conf.set_override('backend_url', self.aio.layout.statebus_url,
+                          'mlaccel_statebus')
+        cache = reader.ReportCache(conf)
+        self.addCleanup(cache.stop)
+        cache.refresh()
+        return cache.snapshot().get(host)
+
+    def wait_report_lists(self, host, image_id, timeout=30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            report = self.report(host)
+            if report is not None and image_id in report.cached_images:
+                return report
+            time.sleep(0.5)
+        self.fail('report of %s never listed %s' % (host, image_id))
+
+    def test_image_fetched_once_into_nova_cache_layout(self):
+        size = 3 * 1024 * 1024 + 17
+        image = self.make_image(size)
+        first, other = self.hosts[0], self.hosts[1]
+        self.boot(image.id, first)
+        path = self.cache_file(first, image.id)
+        with open(path, 'rb') as f:
+            self.assertEqual(image.hash_value,
+                             hashlib.new(image.hash_algo,
+                                         f.read()).hexdigest())
+        self.assertEqual(size, os.path.getsize(path))
+        self.assertFalse(os.path.exists(self.cache_file(other, image.id)))
+        report = self.wait_report_lists(first, image.id)
+        self.assertGreater(report.fetch_bandwidth, 0)
+
+        # A second server on the same host is a cache hit: same file.
+        before = os.stat(path)
+        self.boot(image.id, first)
+        after = os.stat(path)
+        self.assertEqual((before.st_ino, before.st_mtime_ns),
+                         (after.st_ino, after.st_mtime_ns))
+        # The other host misses and transfers it.
+        self.boot(image.id, other)
+        self.assertEqual(size, os.path.getsize(self.cache_file(other,
+                                                               image.id)))
+        self.wait_report_lists(other, image.id)
+
+    def test_guest_process_lives_with_its_server(self):
+        host = self.hosts[0]
+        server = self.boot(self.aio.cloud['image_id'], host, GUEST)
+        pids = guest_pids(server.id)
+        self.assertEqual(1, len(pids))
+        instance_dir = os.path.join(self.aio.layout.instances_path(host),
+                                    server.id)
+        with open(os.path.join(instance_dir, 'guest.pid')) as f:
+            self.assertEqual(pids[0], int(f.read()))
+        deadline = time.monotonic() + 30
+        output = ''
+        while 'idle guest up' not in output and time.monotonic() < deadline:
+            output = self.conn.compute.get_server_console_output(
+                server)['output']
+            time.sleep(0.3)
+        self.assertIn('idle guest up: pid %d instance %s'
+                      % (pids[0], server.id), output)
+
+        self.delete(server)
+        self.assertEqual([], guest_pids(server.id))
+        self.assertFalse(os.path.exists(instance_dir))
+
+    def test_user_data_without_allowed_command_starts_nothing(self):
+        server = self.boot(self.aio.cloud['image_id'], self.hosts[0],
+                           '#cloud-config\nruncmd:\n  - [sleep, "600"]\n')
+        self.assertEqual([], guest_pids(server.id))

@@ -1,0 +1,147 @@
+"""The devstack plugin's phases, run against the test cloud's config files.
+
+devstack itself is not installed here: ``devstack_shim.sh`` stands in for
+the few devstack functions the plugin calls (installing software is only
+recorded; ini edits are real). Everything else is real: the plugin's shell
+code, the ``mlaccel-config`` command it runs, the files of the all-in-one
+cloud (written by the harness, without mlaccel), and Nova's own filter and
+weigher loaders reading the result.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import fixtures
+from oslo_config import cfg
+import testtools
+
+from mlaccel.cmd import config as mlaccel_config
+from mlaccel.testing.aio import configs
+from mlaccel.testing.aio import layout as aio_layout
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+PLUGIN = os.path.join(ROOT, 'devstack')
+SHIM = os.path.join(HERE, 'devstack_shim.sh')
+PHASES = [('stack', 'install'), ('stack', 'post-config'), ('stack', 'extra'),
+          ('stack', 'test-config'), ('unstack',), ('clean',)]
+
+
+class DevstackPluginPhasesTest(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+        self.lay = aio_layout.Layout(
+            os.path.join(self.tmp, 'aio'),
+            aio_layout.Settings(computes=2, cinder=True, mlaccel=False))
+        configs.write_all(self.lay)
+        self.nova_conf = self.lay.path('etc', 'nova', 'nova.conf')
+        self.cinder_conf = self.lay.path('etc', 'cinder', 'cinder.conf')
+        self.tempest_conf = os.path.join(self.tmp, 'tempest.conf')
+        with open(self.tempest_conf, 'w') as f:
+            f.write('[service_available]\nnova = True\n')
+        self.calls = os.path.join(self.tmp, 'calls')
+        self.statebus = os.path.join(self.tmp, 'data', 'mlaccel', 'statebus')
+        self.conf_dir = os.path.join(self.tmp, 'etc-mlaccel')
+
+    def phase(self, *args):
+        env = dict(
+            os.environ, SHIM_CALLS=self.calls, SHIM_PYTHON=sys.executable,
+            MLACCEL_BIN_DIR=os.path.dirname(sys.executable),
+            ENABLED_SERVICES='n-api,n-sch,n-cpu,c-vol,tempest',
+            DEST=self.tmp, DATA_DIR=os.path.join(self.tmp, 'data'),
+            MLACCEL_CONF_DIR=self.conf_dir, NOVA_CONF=self.nova_conf,
+            CINDER_CONF=self.cinder_conf, TEMPEST_CONFIG=self.tempest_conf)
+        script = ('set -eu -o pipefail; source "%s"; source "%s/settings"; '
+                  'source "%s/plugin.sh" "$@"' % (SHIM, PLUGIN, PLUGIN))
+        proc = subprocess.run(['bash', '-c', script, 'plugin'] + list(args),
+                              env=env, capture_output=True, text=True)
+        self.assertEqual(0, proc.returncode,
+                         'phase %s failed:\n%s' % (args, proc.stderr[-3000:]))
+
+    def read(self, path):
+        with open(path) as f:
+            return f.read()
+
+    def test_phases(self):
+        # What the harness makes of the same file with the same command.
+        expected = os.path.join(self.tmp, 'expected-nova.conf')
+        shutil.copy(self.nova_conf, expected)
+        self.assertEqual(0, mlaccel_config.main([
+            'enable', '--nova-conf', expected, '--statebus-url',
+            'file://' + self.statebus]))
+
+        self.phase('stack', 'install')
+        self.assertIn('setup_develop %s/mlaccel' % self.tmp,
+                      self.read(self.calls))
+
+        self.phase('stack', 'post-config')
+        self.assertEqual(self.read(expected), self.read(self.nova_conf))
+        self.assertTrue(os.path.isdir(self.statebus))
+        self.assertIn('backend_url = file://' + self.statebus,
+                      self.read(self.cinder_conf))
+        before = self.read(self.nova_conf)
+        self.phase('stack', 'post-config')
+        self.assertEqual(before, self.read(self.nova_conf))
+        self.assert_nova_loads_plugins()
+
+        self.phase('stack', 'extra')
+        unit = self.read(os.path.join(self.conf_dir, 'guest',
+                                      'mlaccel-taskd.service'))
+        self.assertIn('ExecStart=', unit)
+        self.assertTrue(self.read(os.path.join(
+            self.conf_dir, 'guest', 'user-data.yaml')).startswith(
+                '#cloud-config'))
+
+        self.phase('stack', 'test-config')
+        tempest = mlaccel_config.IniFile(self.tempest_conf)
+        self.assertEqual(['True'], tempest.get('service_available',
+                                               'mlaccel'))
+        self.assertEqual(['True'], tempest.get('service_available', 'nova'))
+        self.assertEqual(['file://' + self.statebus],
+                         tempest.get('mlaccel', 'statebus_url'))
+        self.assertIn('BuildSlotFilter', tempest.get(
+            'compute-feature-enabled', 'scheduler_enabled_filters')[0])
+
+        self.phase('unstack')
+        self.phase('clean')
+        self.assertFalse(os.path.exists(self.statebus))
+        self.assertFalse(os.path.exists(os.path.join(self.conf_dir,
+                                                     'guest')))
+
+    def assert_nova_loads_plugins(self):
+        """Nova's own loaders find mlaccel's classes from the edited file."""
+        from nova.conf import scheduler as nova_scheduler
+        from nova.scheduler import filters
+        from nova.scheduler import weights
+
+        conf = cfg.ConfigOpts()
+        conf.register_opts(nova_scheduler.filter_scheduler_opts,
+                           group='filter_scheduler')
+        conf(['--config-file', self.nova_conf], project='nova')
+        opts = conf.filter_scheduler
+        filter_names = {cls.__name__ for cls in filters.HostFilterHandler()
+                        .get_matching_classes(opts.available_filters)}
+        self.assertIn('BuildSlotFilter', filter_names)
+        self.assertIn('ComputeFilter', filter_names)
+        self.assertEqual(set(), set(opts.enabled_filters) - filter_names)
+        weigher_names = {cls.__name__ for cls in weights.HostWeightHandler()
+                         .get_matching_classes(opts.weight_classes)}
+        self.assertIn('ImageLocalityWeigher', weigher_names)
+        self.assertIn('LifecycleWeigher', weigher_names)
+        self.assertIn('RAMWeigher', weigher_names)
+
+
+class ShellcheckTest(testtools.TestCase):
+
+    def test_plugin_is_shellcheck_clean(self):
+        if shutil.which('shellcheck') is None:
+            self.skipTest('shellcheck is not installed (bindep: shellcheck)')
+        proc = subprocess.run(
+            ['shellcheck', '-x', 'plugin.sh', 'settings',
+             os.path.relpath(SHIM, PLUGIN)],
+            cwd=PLUGIN, capture_output=True, text=True)
+        self.assertEqual(0, proc.returncode, proc.stdout)
