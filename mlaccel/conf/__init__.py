@@ -1,5 +1,7 @@
 """Configuration options of mlaccel, one module per option group.
 
+Each module defines ``GROUP`` (an ``OptGroup``) and ``OPTS``.
+
 Every service that loads mlaccel code (nova-scheduler, the agent, the task
 daemon, the launcher) registers all groups on its own ``ConfigOpts`` through
 :func:`register_opts`; ``mlaccel.conf.CONF`` is the process-global default.
@@ -18,15 +20,21 @@ CONF = cfg.CONF
 _MODULES = (costmodel, launcher, scheduler, statebus, taskd)
 
 
+def register_group(conf, module):
+    """Register one option module's ``GROUP`` and ``OPTS`` on ``conf``."""
+    conf.register_group(module.GROUP)
+    conf.register_opts(module.OPTS, group=module.GROUP)
+
+
 def register_opts(conf):
     """Register every mlaccel option group on ``conf`` (idempotent)."""
     for module in _MODULES:
-        module.register_opts(conf)
+        register_group(conf, module)
 
 
 def list_opts():
     """Return ``[(group, [opts])]`` for oslo-config-generator."""
-    return [(module.GROUP, module.list_opts()) for module in _MODULES]
+    return [(module.GROUP, module.OPTS) for module in _MODULES]
 
 
 register_opts(CONF)

@@ -41,12 +41,3 @@ OPTS = [
         help='Seconds from an ACTIVE VM to its first training step when a '
              'warm task daemon slot forks the task.'),
 ]
-
-
-def register_opts(conf):
-    conf.register_group(GROUP)
-    conf.register_opts(OPTS, group=GROUP)
-
-
-def list_opts():
-    return OPTS

@@ -71,12 +71,3 @@ OPTS = [
              ' Cleanup finds servers whose create response was lost by that '
              'name and their mlaccel_launch metadata.'),
 ]
-
-
-def register_opts(conf):
-    conf.register_group(GROUP)
-    conf.register_opts(OPTS, group=GROUP)
-
-
-def list_opts():
-    return OPTS

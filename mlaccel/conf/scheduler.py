@@ -46,12 +46,3 @@ OPTS = [
              'reported limit alone. Per aggregate: metadata key '
              '"mlaccel_max_builds_per_host".'),
 ]
-
-
-def register_opts(conf):
-    conf.register_group(GROUP)
-    conf.register_opts(OPTS, group=GROUP)
-
-
-def list_opts():
-    return OPTS

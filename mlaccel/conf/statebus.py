@@ -50,12 +50,3 @@ OPTS = [
         min=1,
         help='Largest number of image ids one host report may list.'),
 ]
-
-
-def register_opts(conf):
-    conf.register_group(GROUP)
-    conf.register_opts(OPTS, group=GROUP)
-
-
-def list_opts():
-    return OPTS

@@ -137,12 +137,3 @@ OPTS = [
         help='Directory of the per-task log files (<task id>.log) that '
              'receive the task\'s stdout and stderr.'),
 ]
-
-
-def register_opts(conf):
-    conf.register_group(GROUP)
-    conf.register_opts(OPTS, group=GROUP)
-
-
-def list_opts():
-    return OPTS

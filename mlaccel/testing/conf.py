@@ -40,12 +40,3 @@ OPTS = [
         help='Seconds between two host reports; a report is also '
              'published as soon as the image cache changes.'),
 ]
-
-
-def register_opts(conf):
-    conf.register_group(GROUP)
-    conf.register_opts(OPTS, group=GROUP)
-
-
-def list_opts():
-    return OPTS

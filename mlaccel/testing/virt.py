@@ -54,7 +54,7 @@ from mlaccel.testing import conf as testing_conf
 LOG = logging.getLogger(__name__)
 CONF = mlaccel_conf.CONF
 # The test driver's options stay out of the operators' sample config.
-testing_conf.register_opts(CONF)
+mlaccel_conf.register_group(CONF, testing_conf)
 
 AGENT_VERSION = 'mlaccel.testing.virt'
 _INDEX = '.mlaccel-images.json'

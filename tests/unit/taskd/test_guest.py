@@ -7,6 +7,7 @@ from oslo_config import cfg
 import testtools
 import yaml
 
+from mlaccel import conf as mlaccel_conf
 from mlaccel.conf import taskd as taskd_conf
 from mlaccel.taskd import guest
 
@@ -38,7 +39,7 @@ class TestUserData(testtools.TestCase):
         with open(path, 'w') as out:
             out.write(files[guest.CONF_PATH]['content'])
         conf = cfg.ConfigOpts()
-        taskd_conf.register_opts(conf)
+        mlaccel_conf.register_group(conf, taskd_conf)
         conf(['--config-file', path])
         group = conf.mlaccel_taskd
         self.assertEqual('http://10.0.0.5:7800/ready/abc', group.ready_url)
