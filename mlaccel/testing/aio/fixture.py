@@ -19,12 +19,17 @@ class RunningCloud(fixtures.Fixture):
     connection).
     """
 
-    def _setUp(self):
-        base = os.environ.get(aio_layout.BASE_ENV)
-        if not base:
+    def setUp(self):
+        # Raised before the fixture starts: fixtures would wrap a SkipTest
+        # raised from _setUp into a SetupError, failing the test.
+        if not os.environ.get(aio_layout.BASE_ENV):
             raise unittest.SkipTest('no all-in-one cloud: set %s to the base '
                                     'directory of one that is up'
                                     % aio_layout.BASE_ENV)
+        super().setUp()
+
+    def _setUp(self):
+        base = os.environ[aio_layout.BASE_ENV]
         self.layout = aio_layout.Layout(base)
         down = [name for name, up in cloud.status(self.layout).items()
                 if not up]

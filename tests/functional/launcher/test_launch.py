@@ -13,24 +13,16 @@ native threads, ``=0`` (or unset) for eventlet.
 """
 
 import os
-import sys
 import threading
 
 import fixtures
-from keystoneauth1 import noauth
-from keystoneauth1 import session as ks_session
-from nova.tests import fixtures as nova_fixtures
-from nova.tests.functional import integrated_helpers
-import openstack.connection
+import openstack.exceptions
 
 from mlaccel.launcher import api
 from mlaccel.launcher import record
 from mlaccel import limiter as mlaccel_limiter
+from tests.functional.launcher import base
 from tests.functional.launcher import guest
-
-IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'  # nova's GlanceFixture image1
-ECHO = 'tests.functional.launcher.tasks:echo'
-FAIL = 'tests.functional.launcher.tasks:fail'
 
 
 class PeakLimiter(mlaccel_limiter.AdaptiveLimiter):
@@ -44,47 +36,7 @@ class PeakLimiter(mlaccel_limiter.AdaptiveLimiter):
         return token
 
 
-class LaunchTest(integrated_helpers.ProviderUsageBaseTestCase):
-
-    # Nova loads drivers from its own package only: the fake driver's name
-    # is patched to point at the subclass booting local task daemons.
-    compute_driver = 'fake.MediumFakeDriver'
-
-    def setUp(self):
-        self.flags(api_paste_config=os.path.join(
-            sys.prefix, 'etc', 'nova', 'api-paste.ini'), group='wsgi')
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.virt.fake.MediumFakeDriver', guest.TaskdGuestDriver))
-        super().setUp()
-        # The harness validates API responses strictly ("error"), and the
-        # detail of a server buried in cell0 (e.g. over quota) fails that
-        # check at the latest microversion. Deployments default to "warn".
-        self.flags(response_validation='warn', group='api')
-        self._start_compute('host1')
-        self.addCleanup(guest.shutdown_all)
-        self.useFixture(fixtures.MonkeyPatch(
-            'tests.functional.launcher.guest.FAIL_SPAWN', set()))
-        session = ks_session.Session(
-            auth=noauth.NoAuth(), additional_headers={
-                'X-Auth-User': 'admin',
-                'X-Auth-Project-Id': nova_fixtures.PROJECT_ID,
-                'X-Roles': 'reader,member,admin'})
-        self.conn = openstack.connection.Connection(
-            session=session,
-            compute_endpoint_override=self.api_fixture.base_url)
-
-    def _launch(self, count, entry=ECHO, **kwargs):
-        kwargs.setdefault('timeout', 40)
-        return api.launch(self.conn, IMAGE, 'm1.tiny', count, entry,
-                          {'x': 1}, listen_host='127.0.0.1',
-                          preload=['json'], poll_interval=0.5,
-                          delete_timeout=60, **kwargs)
-
-    def _assert_nothing_left(self):
-        # DELETED: destroyed, its row not yet marked deleted (milliseconds).
-        self.assertEqual([], [s.id for s in self.conn.compute.servers()
-                              if s.status != 'DELETED'])
-        self.assertEqual({}, guest.GUESTS)
+class LaunchTest(base.LauncherTestCase):
 
     def test_launch_runs_task_everywhere_and_deletes(self):
         progress = []
@@ -116,6 +68,34 @@ class LaunchTest(integrated_helpers.ProviderUsageBaseTestCase):
                             'record.json')
         record.write_json(result, path)
         self.assertIn('succeeded', record.format_table(result))
+
+    def test_anti_affinity_group_spreads_vms_over_hosts(self):
+        self._start_compute('host2')
+        self._start_compute('host3')
+        group = self.conn.compute.create_server_group(
+            name='spread', policy='anti-affinity')
+        seen = {}
+
+        def progress(snapshot):
+            # Once every daemon is ready, before the task runs and the
+            # servers are deleted (which drops them from the group).
+            if snapshot['ready'] == snapshot['count'] and not seen:
+                seen['members'] = self.conn.compute.get_server_group(
+                    group.id).member_ids
+                seen['hosts'] = {
+                    server.id: server.compute_host
+                    for server in self.conn.compute.servers(details=True)}
+        result = self._launch(3, server_group='spread', progress=progress)
+        self.assertEqual('succeeded', result['outcome'], result['error'])
+        self.assertEqual('spread', result['request']['server_group'])
+        ids = sorted(vm['server_id'] for vm in result['vms'])
+        self.assertEqual(ids, sorted(seen['members']))
+        self.assertEqual(ids, sorted(seen['hosts']))
+        self.assertEqual({'host1', 'host2', 'host3'},
+                         set(seen['hosts'].values()))
+        self.assertEqual([], self.conn.compute.get_server_group(
+            group.id).member_ids)
+        self._assert_nothing_left()
 
     def test_spawn_failure_half_way_leaves_no_server(self):
         # The second of three servers fails in the hypervisor.
@@ -165,7 +145,7 @@ class LaunchTest(integrated_helpers.ProviderUsageBaseTestCase):
         self._assert_nothing_left()
 
     def test_task_failure_deletes_servers(self):
-        result = self._launch(2, entry=FAIL)
+        result = self._launch(2, entry=base.FAIL)
         self.assertEqual('failed', result['outcome'])
         self.assertIn('injected task failure', result['error'])
         self.assertEqual(['failed', 'failed'],
