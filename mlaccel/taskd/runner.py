@@ -12,6 +12,7 @@ import contextlib
 import functools
 import importlib
 import json
+import logging
 import os
 import random
 import resource
@@ -48,8 +49,10 @@ def after_fork(keep):
     Unblocks and resets the signals the daemon handles and closes every
     socket and pipe it inherited except the fds in ``keep``, so that a
     child never holds a client connection, a listener or another task's
-    pipe open.
+    pipe open. Replaces ``sys.stdout`` and ``sys.stderr`` (see
+    :func:`_fresh_std_streams`).
     """
+    _fresh_std_streams()
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL)
@@ -66,6 +69,36 @@ def after_fork(keep):
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
+
+
+def _fresh_std_streams():
+    """Give the child stdout and stderr objects no other thread ever held.
+
+    The daemon forks from one of its threads; another may have been writing
+    a log line at that instant, and its lock on the stream's buffer stays
+    locked for ever in the child. Flushing or writing through the inherited
+    objects would then hang, so the child opens new ones on fds 1 and 2,
+    drops what the old buffers held (the daemon writes its own copy) and
+    points logging's stream handlers at the new ones.
+    """
+    replaced = {}
+    for name, fd in (('stdout', 1), ('stderr', 2)):
+        old = getattr(sys, name)
+        new = open(fd, 'w', buffering=1, closefd=False,
+                   encoding=getattr(old, 'encoding', None) or 'utf-8',
+                   errors='backslashreplace')
+        setattr(sys, name, new)
+        replaced[id(old)] = new
+        replaced[id(getattr(sys, '__%s__' % name))] = new
+    loggers = [logging.root] + [
+        lg for lg in logging.root.manager.loggerDict.values()
+        if isinstance(lg, logging.Logger)]
+    for logger in loggers:
+        for handler in logger.handlers:
+            stream = getattr(handler, 'stream', None)
+            if stream is not None and id(stream) in replaced:
+                # Not setStream(): it would flush the old stream.
+                handler.stream = replaced[id(stream)]
 
 
 def sender(fd):
