@@ -9,7 +9,6 @@ the agent runs.
 import argparse
 import json
 import sys
-import threading
 import time
 
 from oslo_config import cfg
@@ -56,15 +55,15 @@ def _publish(conf, args):
         print('invalid report: %s' % exc, file=sys.stderr)
         return 2
     pub = publisher.Publisher(report.host, conf)
-    stop = threading.Event()
     try:
         while True:
             # Re-stamped each time: readers judge freshness by it.
             report = hostreport.HostReport(**{
                 **vars(report), 'timestamp': time.time()})
             pub.publish(report)
-            if args.once or stop.wait(args.interval):
+            if args.once:
                 break
+            time.sleep(args.interval)
     except KeyboardInterrupt:
         pass
     finally:
