@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The project's test command: every suite the README names, run through tox
+# from a private virtualenv (tools/bootstrap.sh), ending with one line
+# "N passed, N failed, N skipped" over all of them. Exits non-zero when any
+# suite failed. Arguments replace the list of suites, e.g.
+#   tools/run-tests.sh py3 pep8
+set -u
+cd "$(dirname "$0")/.."
+
+bin=$(tools/bootstrap.sh) || { echo "bootstrap failed" >&2; exit 1; }
+export PATH="$bin:$PATH"
+
+suites=("$@")
+[ ${#suites[@]} -gt 0 ] || suites=(py3 functional functional-eventlet aio pep8 genconfig-check)
+
+passed=0
+failed=0
+skipped=0
+status=0
+
+# Add the counts of env $1's last stestr run, or one failure if none ran.
+count_stestr() {
+    local out p f s
+    # stestr last exits non-zero when the run had failures: read its output.
+    out=$(".tox/$1/bin/stestr" last 2>/dev/null)
+    if ! grep -q '^ - Passed:' <<<"$out"; then
+        failed=$((failed + 1))
+        return
+    fi
+    p=$(sed -n 's/^ - Passed: \([0-9]*\).*/\1/p' <<<"$out")
+    f=$(sed -n 's/^ - Failed: \([0-9]*\).*/\1/p' <<<"$out")
+    s=$(sed -n 's/^ - Skipped: \([0-9]*\).*/\1/p' <<<"$out")
+    passed=$((passed + ${p:-0}))
+    failed=$((failed + ${f:-0}))
+    skipped=$((skipped + ${s:-0}))
+}
+
+# The all-in-one job ends with "aio job: ... N passed, N failed, N skipped".
+count_aio() {
+    local line
+    line=$(grep '^aio job:' .tox/aio.log | tail -n 1)
+    if [ -z "$line" ]; then
+        failed=$((failed + 1))
+        return
+    fi
+    passed=$((passed + $(sed -n 's/.* \([0-9]*\) passed.*/\1/p' <<<"$line")))
+    failed=$((failed + $(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")))
+    skipped=$((skipped + $(sed -n 's/.* \([0-9]*\) skipped.*/\1/p' <<<"$line")))
+}
+
+for env in "${suites[@]}"; do
+    echo "=== tox -e $env"
+    if [ ! -d ".tox/$env" ]; then
+        echo "First run of $env: tox installs its dependencies now (nova, cinder," \
+             "torch...); all suites together take about 10 minutes and 6 GB of disk."
+    fi
+    case $env in
+    py3|functional|functional-eventlet)
+        rm -rf .stestr
+        tox -e "$env" || status=1
+        count_stestr "$env"
+        ;;
+    aio)
+        mkdir -p .tox
+        tox -e aio 2>&1 | tee .tox/aio.log
+        [ "${PIPESTATUS[0]}" = 0 ] || status=1
+        count_aio
+        ;;
+    *)
+        # Checks that are not test suites count as one test each.
+        if tox -e "$env"; then
+            passed=$((passed + 1))
+        else
+            failed=$((failed + 1))
+            status=1
+        fi
+        ;;
+    esac
+done
+rm -rf .stestr
+
+echo "${passed} passed, ${failed} failed, ${skipped} skipped"
+exit $status
