@@ -15,10 +15,10 @@ import hashlib
 import os
 import ssl
 
-from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives import serialization
+from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 #: Lifetime of a generated identity; a launch or a pool member lives less.
