@@ -221,23 +221,36 @@ class TestThreads(testtools.TestCase):
         self.assertEqual(3, state['peak_in_flight'])
         self.assertEqual(0, limiter.in_flight)
 
-    def test_adaptive_limit_bounds_real_threads(self):
-        # A real resource: two units run at once, more queue for a lock.
-        resource = threading.Semaphore(2)
+    def test_a_shrunk_limit_holds_back_new_work_until_below_it(self):
+        """Work already admitted finishes; nothing new enters above the limit.
 
-        def work(active):
-            with resource:
-                time.sleep(0.002)
-
-        limiter = limiter_mod.AdaptiveLimiter(initial=2, min_limit=1,
-                                              max_limit=6)
-        state = hammer(limiter, threads=16, rounds=20, work=work)
-        self.assertEqual([], state['errors'])
-        self.assertLessEqual(state['peak'], 6)
-        self.assertLessEqual(state['peak_in_flight'], 6)
-        self.assertGreaterEqual(state['peak'], 2)
-        self.assertEqual(0, limiter.in_flight)
-        self.assertTrue(1 <= limiter.limit <= 6)
+        Six slots are taken; each failed release halves the limit (6, 3,
+        1), so a waiting thread stays out while work leaves and is let in
+        only once in flight is below the shrunk limit. A limiter that
+        counted free slots as a fixed semaphore does would admit it at the
+        first release.
+        """
+        limiter = limiter_mod.AdaptiveLimiter(initial=6, min_limit=1,
+                                              max_limit=6, backoff=0.5)
+        tokens = [limiter.acquire(timeout=0) for _ in range(6)]
+        limiter.release(tokens.pop(), ok=False)
+        self.assertEqual(3, limiter.limit)
+        self.assertEqual(5, limiter.in_flight)
+        admitted = []
+        waiter = threading.Thread(
+            target=lambda: admitted.append(limiter.acquire(timeout=30)))
+        waiter.start()
+        for expected_in_flight in (4, 3):
+            limiter.release(tokens.pop(), ok=False)
+            self.assertEqual(expected_in_flight, limiter.in_flight)
+            self.assertEqual([], admitted)
+        self.assertEqual(1, limiter.limit)
+        while tokens:
+            limiter.release(tokens.pop(), ok=False)
+        waiter.join(30)
+        self.assertFalse(waiter.is_alive())
+        self.assertEqual(1, len(admitted))
+        self.assertEqual(1, limiter.in_flight)
 
 
 class TestEventlet(testtools.TestCase):
