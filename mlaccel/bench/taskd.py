@@ -36,8 +36,9 @@ import threading
 import time
 
 from mlaccel.taskd import client
+from mlaccel.tasks import clip
 
-PRELOAD = 'torch,torch._dynamo,mlaccel.tasks.clip:warm'
+PRELOAD = ','.join(clip.PRELOAD)
 ENTRY = 'mlaccel.tasks.clip:main'
 TIMING = ('first_step_at', 'seconds')
 

@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from mlaccel.tasks import clip
+
 GROUP = cfg.OptGroup(
     'mlaccel_taskd',
     title='mlaccel task daemon',
@@ -37,13 +39,12 @@ OPTS = [
         default=[],
         help='Modules to import before the daemon reports ready, as '
              '"package.module" or "package.module:function". Name lazily '
-             'imported modules explicitly: for a torch task, '
-             '"torch,torch._dynamo,mlaccel.tasks.clip:warm" (the first '
-             'optimizer step imports torch._dynamo, which costs half of a '
-             'cold start). A function after the colon is a warm-up hook, '
-             'called without arguments when warmup is on. The daemon '
-             'refuses to start, naming the module and the error, when any '
-             'preload fails.'),
+             'imported modules explicitly: for the example task, "%s" '
+             '(the first optimizer step imports torch._dynamo, which costs '
+             'half of a cold start). A function after the colon is a '
+             'warm-up hook, called without arguments when warmup is on. '
+             'The daemon refuses to start, naming the module and the '
+             'error, when any preload fails.' % ','.join(clip.PRELOAD)),
     cfg.BoolOpt(
         'warmup',
         default=True,

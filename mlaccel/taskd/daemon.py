@@ -112,7 +112,8 @@ class Daemon:
                         addresses=self.server.addresses,
                         preloaded=self.preloaded, ready_at=self.ready_at)
         if op == 'submit':
-            return {'task': self.manager.submit(request).status()}
+            return {'task': self.manager.submit(
+                protocol.TaskSpec.from_wire(request), rid).status()}
         task = self.manager.get(request['task'], rid)
         if op == 'wait':
             timeout = request.get('timeout')

@@ -8,6 +8,7 @@ recycled pid can never be hit.
 """
 
 import collections
+import dataclasses
 import functools
 import json
 import os
@@ -88,9 +89,10 @@ class Worker:
 class Task:
     """One submitted task and what is known about it."""
 
-    def __init__(self, spec, mode):
-        self.id = spec['id']
-        self.spec = spec
+    def __init__(self, job, mode):
+        self.id = job['id']
+        self.job = job
+        self.spec = protocol.TaskSpec.from_wire(job['spec'])
         self.mode = mode
         self.state = QUEUED
         self.submitted_at = time.time()
@@ -102,9 +104,9 @@ class Task:
         self.done = threading.Event()
 
     def status(self):
-        return {'id': self.id, 'entry': self.spec['entry'],
-                'mode': self.mode, 'seed': self.spec['seed'],
-                'threads': self.spec['threads'],
+        return {'id': self.id, 'entry': self.spec.entry,
+                'mode': self.mode, 'seed': self.spec.seed,
+                'threads': self.spec.threads,
                 'pid': self.process.pid if self.process else None,
                 'state': self.state, 'submitted_at': self.submitted_at,
                 'started_at': self.started_at,
@@ -134,16 +136,15 @@ class TaskManager:
 
     # -- requests ---------------------------------------------------------
 
-    def submit(self, request):
-        """Accept a validated submit request; return the new :class:`Task`.
+    def submit(self, spec, request_id=None):
+        """Accept a :class:`protocol.TaskSpec`; return the new :class:`Task`.
 
-        Raises :class:`protocol.ProtocolError` for a request that cannot be
+        Raises :class:`protocol.ProtocolError` for a spec that cannot be
         run here (mode, limits) or while draining.
         """
-        rid = request.get('id')
-        mode = request.get('mode') or 'fork'
-        limits = request.get('limits')
-        if mode == 'worker':
+        rid = request_id
+        limits = spec.limits
+        if spec.mode == 'worker':
             if not self.conf.workers:
                 raise protocol.ProtocolError(
                     protocol.INVALID, 'mode "worker" is disabled: the daemon '
@@ -161,17 +162,14 @@ class TaskManager:
             except ValueError as exc:
                 raise protocol.ProtocolError(protocol.INVALID, str(exc), rid)
         task_id = uuid.uuid4().hex
-        seed = request.get('seed')
-        spec = {'id': task_id, 'entry': request['entry'],
-                'args': request.get('args') or {},
-                'env': request.get('env') or {},
-                'threads': request.get('threads') or self._threads,
-                'seed': (seed if seed is not None
-                         else int.from_bytes(os.urandom(4), 'big')),
-                'cwd': request.get('cwd'), 'limits': limits or {},
-                'log_path': os.path.join(self.conf.log_dir,
-                                         task_id + '.log')}
-        task = Task(spec, mode)
+        spec = dataclasses.replace(
+            spec, threads=spec.threads or self._threads,
+            seed=(spec.seed if spec.seed is not None
+                  else int.from_bytes(os.urandom(4), 'big')),
+            limits=limits or {})
+        job = runner.job(task_id, spec, spec.entry, os.path.join(
+            self.conf.log_dir, task_id + '.log'))
+        task = Task(job, spec.mode)
         with self._cond:
             if self.draining:
                 raise protocol.ProtocolError(
@@ -181,7 +179,8 @@ class TaskManager:
             self._forget_finished()
         threading.Thread(target=self._run, args=(task,), daemon=True,
                          name='task-%s' % task_id[:8]).start()
-        LOG.info('Task %s submitted: %s (%s)', task_id, spec['entry'], mode)
+        LOG.info('Task %s submitted: %s (%s)', task_id, spec.entry,
+                 spec.mode)
         return task
 
     def get(self, task_id, request_id=None):
@@ -213,7 +212,7 @@ class TaskManager:
     def logs(self, task, tail=None):
         """The end of ``task``'s log: ``(text, truncated)``."""
         try:
-            with open(task.spec['log_path'], 'rb') as log:
+            with open(task.job['log_path'], 'rb') as log:
                 size = log.seek(0, os.SEEK_END)
                 log.seek(max(0, size - _MAX_LOG_REPLY))
                 data = log.read()
@@ -292,7 +291,7 @@ class TaskManager:
         try:
             pid = os.fork()
             if pid == 0:
-                runner.child_main(task.spec, write_fd)
+                runner.child_main(task.job, write_fd)
         finally:
             os.close(write_fd)
         child = Child(pid)
@@ -306,7 +305,7 @@ class TaskManager:
     def _run_in_worker(self, task, worker):
         self._attach(task, worker.child)
         try:
-            runner.sender(worker.commands)(task.spec)
+            runner.sender(worker.commands)(task.job)
         except OSError:
             pass   # the worker died; its events pipe is at its end
         if self._read_events(task, worker.events, until_final=True):

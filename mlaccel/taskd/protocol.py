@@ -4,9 +4,11 @@ Each request is one JSON object on one line, ``{"v": 1, "op": ..., "id":
 ...}`` plus the operation's fields (and ``"token"`` over TCP). Each reply is
 one line echoing the request ``id``: ``{"v": 1, "id": ..., "ok": true, ...}``
 or ``{"v": 1, "id": ..., "ok": false, "error": {"code": ..., "message":
-...}}``. Operations: health, submit, status, wait, cancel, logs.
+...}}``. Operations: health, submit, status, wait, cancel, logs. The
+fields of a submit request are a :class:`TaskSpec`.
 """
 
+import dataclasses
 import json
 
 import jsonschema
@@ -47,8 +49,9 @@ SCHEMAS = {
     'health': _schema(),
     'submit': _schema(
         ['entry'],
+        # A registered task name, or "module:function" where allowed.
         entry={'type': 'string', 'maxLength': 512,
-               'pattern': r'^[A-Za-z_][\w.]*:[A-Za-z_]\w*$'},
+               'pattern': r'^[A-Za-z_][\w.]*(:[A-Za-z_]\w*)?$'},
         args={'type': ['object', 'null']},
         env={'type': ['object', 'null'],
              'additionalProperties': {'type': 'string'},
@@ -72,6 +75,60 @@ SCHEMAS = {
 OPS = tuple(SCHEMAS)
 _VALIDATORS = {op: jsonschema.Draft7Validator(schema)
                for op, schema in SCHEMAS.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+    """What a submit request asks the daemon to run.
+
+    ``entry`` is the name of a task registered in the ``mlaccel.tasks``
+    entry-point namespace (e.g. ``"clip"``) or, where the daemon's
+    operator allows it, ``"package.module:function"``. ``args`` is the
+    task's argument dict, ``env`` extra environment variables, ``threads``
+    and ``seed`` default to the daemon's choice, ``cwd`` to the daemon's
+    directory; ``mode`` is ``"fork"`` or ``"worker"``; ``limits`` maps
+    ``resource.RLIMIT_*`` suffixes (``"nofile"``) to values that may only
+    lower the operator's limits. The dicts are copied; treat them as
+    read-only. Raises ``ValueError`` for fields the protocol's schema
+    refuses.
+    """
+
+    entry: str
+    args: dict = dataclasses.field(default_factory=dict)
+    env: dict = dataclasses.field(default_factory=dict)
+    threads: int = None
+    seed: int = None
+    cwd: str = None
+    mode: str = 'fork'
+    limits: dict = None
+
+    def __post_init__(self):
+        for name in ('args', 'env', 'limits'):
+            value = getattr(self, name)
+            if isinstance(value, dict):
+                object.__setattr__(self, name, dict(value))
+            elif value is None and name != 'limits':
+                object.__setattr__(self, name, {})
+        error = jsonschema.exceptions.best_match(
+            _VALIDATORS['submit'].iter_errors(
+                request('submit', **self.to_wire())))
+        if error is not None:
+            raise ValueError('invalid task %s: %s' % (
+                '.'.join(str(p) for p in error.absolute_path) or 'spec',
+                error.message))
+
+    def to_wire(self):
+        """The submit request's fields, ``None`` values left out."""
+        return {field.name: getattr(self, field.name)
+                for field in dataclasses.fields(self)
+                if getattr(self, field.name) is not None}
+
+    @classmethod
+    def from_wire(cls, message):
+        """The spec of a submit request (other request fields ignored)."""
+        return cls(**{field.name: message[field.name]
+                      for field in dataclasses.fields(cls)
+                      if message.get(field.name) is not None})
 
 
 class ProtocolError(Exception):

@@ -35,6 +35,16 @@ def resolve(entry):
     return getattr(module, func_name) if func_name else module
 
 
+def job(task_id, spec, target, log_path):
+    """What a child or worker is given to run: a JSON-able dict.
+
+    ``spec`` is the task's :class:`protocol.TaskSpec` with the daemon's
+    choices filled in, ``target`` the ``"module:function"`` to call.
+    """
+    return {'id': task_id, 'spec': spec.to_wire(), 'target': target,
+            'log_path': log_path}
+
+
 def rlimit(name):
     """The ``resource.RLIMIT_*`` constant for ``name`` (e.g. ``"as"``)."""
     value = getattr(resource, 'RLIMIT_' + name.upper(), None)
@@ -202,24 +212,24 @@ def _describe(exc):
     return text[:_MAX_ERROR_CHARS]
 
 
-def run_task(spec, send):
-    """Run the task ``spec`` (a dict from the daemon); report via ``send``.
+def run_task(job, send):
+    """Run the task ``job`` (see :func:`job`); report via ``send``.
 
     Returns True when the task returned a result. The full traceback of a
     failure goes to the task's log; the event carries its last line.
     """
-    tasks.bind_reporter(lambda event: send(dict(event, task=spec['id'])))
+    spec = protocol.TaskSpec.from_wire(job['spec'])
+    tasks.bind_reporter(lambda event: send(dict(event, task=job['id'])))
     try:
         with contextlib.ExitStack() as stack:
-            stack.enter_context(_log_to(spec['log_path']))
+            stack.enter_context(_log_to(job['log_path']))
             try:
-                stack.enter_context(_environment(spec['env'],
-                                                 spec['threads']))
-                stack.enter_context(_threads(spec['threads']))
-                stack.enter_context(_cwd(spec['cwd']))
-                stack.enter_context(_limits(spec['limits']))
-                seed_all(spec['seed'])
-                result = resolve(spec['entry'])(dict(spec['args'] or {}))
+                stack.enter_context(_environment(spec.env, spec.threads))
+                stack.enter_context(_threads(spec.threads))
+                stack.enter_context(_cwd(spec.cwd))
+                stack.enter_context(_limits(spec.limits))
+                seed_all(spec.seed)
+                result = resolve(job['target'])(dict(spec.args))
                 json.dumps(result)
                 message = {'event': 'result', 'result': result}
             except BaseException as exc:
@@ -229,22 +239,22 @@ def run_task(spec, send):
         message = {'event': 'error', 'error': _describe(exc)}
     finally:
         tasks.bind_reporter(None)
-    send(dict(message, task=spec['id']))
+    send(dict(message, task=job['id']))
     return message['event'] == 'result'
 
 
-def child_main(spec, channel):
+def child_main(job, channel):
     """Body of a forked task child; never returns."""
     code = 1
     try:
         after_fork({channel})
-        code = 0 if run_task(spec, sender(channel)) else 1
+        code = 0 if run_task(job, sender(channel)) else 1
     finally:
         os._exit(code)
 
 
 def worker_main(commands, channel, max_bytes):
-    """Body of a persistent worker: run task specs read from ``commands``.
+    """Body of a persistent worker: run the jobs read from ``commands``.
 
     Returns never; the worker exits when the daemon closes the command
     pipe.

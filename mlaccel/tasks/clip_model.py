@@ -1,24 +1,15 @@
-"""A CLIP-style multimodal learning task on data it generates itself.
+"""The CLIP-style task's data, model and training loop (imports torch).
 
 Images are small pictures of a coloured shape in one of four places; texts
 are captions naming the colour, the shape and the place ("a red bar at top
 left"). A convolutional image encoder and a GRU text encoder are trained
 contrastively (symmetric InfoNCE with a learned temperature) so that each
-picture lands next to its caption. The result reports the loss curve and
-the image-to-text retrieval accuracy on held-out pairs.
-
-Deterministic for a seed and a thread count, whether run cold::
-
-    python -m mlaccel.tasks.clip --steps 300 --seed 1
-
-or submitted to mlaccel-taskd as ``mlaccel.tasks.clip:main`` (preload
-``torch,torch._dynamo,mlaccel.tasks.clip:warm`` for a warm start).
+picture lands next to its caption. The task's entry points, arguments and
+preload list live in :mod:`mlaccel.tasks.clip`, which imports this module
+only when the task runs or warms up.
 """
 
-import argparse
-import json
 import math
-import sys
 import time
 
 import torch
@@ -38,8 +29,6 @@ VOCAB = ['<pad>', 'a', 'at'] + list(COLOURS) + list(SHAPES) + [
 TOKEN = {word: index for index, word in enumerate(VOCAB)}
 SIZE = 16
 EMBED = 32
-DEFAULTS = {'steps': 300, 'seed': 0, 'batch_size': 32, 'lr': 3e-3,
-            'train_size': 2048, 'eval_size': 256}
 
 
 def _draw(shape, colour, place, noise):
@@ -124,7 +113,7 @@ def build(seed):
     """The model and its optimizer, initialised from ``seed``."""
     torch.manual_seed(seed)
     model = Clip()
-    return model, torch.optim.AdamW(model.parameters(), lr=DEFAULTS['lr'])
+    return model, torch.optim.AdamW(model.parameters(), lr=3e-3)
 
 
 def warm():
@@ -155,13 +144,8 @@ def _accuracy(model, dataset):
     return float(hits.float().mean())
 
 
-def main(args):
-    """Train; return the loss curve and held-out retrieval accuracy."""
-    unknown = set(args) - set(DEFAULTS)
-    if unknown:
-        raise ValueError('unknown clip task argument(s): %s'
-                         % ', '.join(sorted(unknown)))
-    opts = dict(DEFAULTS, **args)
+def train(opts):
+    """Train with the full ``opts``; return the loss curve and accuracy."""
     started = time.time()
     seed = int(opts['seed'])
     model, optimizer = build(seed)
@@ -195,32 +179,3 @@ def main(args):
         'first_step_at': tasks.first_step_at(),
         'seconds': time.time() - started,
     }
-
-
-def parse_args(argv):
-    parser = argparse.ArgumentParser(
-        prog='python -m mlaccel.tasks.clip', description=__doc__.split(
-            '\n')[0])
-    parser.add_argument('--steps', type=int, default=DEFAULTS['steps'])
-    parser.add_argument('--seed', type=int, default=DEFAULTS['seed'])
-    parser.add_argument('--batch-size', type=int,
-                        default=DEFAULTS['batch_size'])
-    parser.add_argument('--lr', type=float, default=DEFAULTS['lr'])
-    parser.add_argument('--threads', type=int, default=1,
-                        help='torch thread count; the model is too small '
-                             'to gain from more than one (default: 1)')
-    return parser.parse_args(argv)
-
-
-def cli(argv=None):
-    """Run cold; print the result as one JSON line."""
-    opts = parse_args(sys.argv[1:] if argv is None else argv)
-    torch.set_num_threads(opts.threads)
-    result = main({'steps': opts.steps, 'seed': opts.seed,
-                   'batch_size': opts.batch_size, 'lr': opts.lr})
-    print(json.dumps(result))
-    return 0
-
-
-if __name__ == '__main__':
-    sys.exit(cli())

@@ -114,3 +114,30 @@ class TestIterLines(testtools.TestCase):
                          protocol.format_tcp_address('::1', 80))
         for bad in ('host', 'host:port', 'h:99999'):
             self.assertRaises(ValueError, protocol.parse_tcp_address, bad)
+
+
+class TestTaskSpec(testtools.TestCase):
+
+    def test_round_trip_through_a_request(self):
+        spec = protocol.TaskSpec('clip', {'steps': 3}, env={'A': 'b'},
+                                 threads=2, seed=0, cwd='/', mode='worker',
+                                 limits={'nofile': 10})
+        line = protocol.encode(protocol.request('submit', 1,
+                                                **spec.to_wire()))
+        self.assertEqual(spec, protocol.TaskSpec.from_wire(
+            protocol.parse_request(line)))
+
+    def test_defaults_and_copies(self):
+        args = {'x': 1}
+        spec = protocol.TaskSpec('a.b:c', args)
+        args['x'] = 2
+        self.assertEqual({'x': 1}, spec.args)
+        self.assertEqual({'entry': 'a.b:c', 'args': {'x': 1}, 'env': {},
+                          'mode': 'fork'}, spec.to_wire())
+
+    def test_schema_refuses_bad_fields(self):
+        for bad in [{'entry': 'os:system; rm'}, {'entry': 'a', 'threads': 0},
+                    {'entry': 'a', 'mode': 'thread'},
+                    {'entry': 'a', 'env': {'A': 1}},
+                    {'entry': 'a', 'limits': {'nofile': -1}}]:
+            self.assertRaises(ValueError, protocol.TaskSpec, **bad)

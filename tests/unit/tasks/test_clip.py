@@ -12,6 +12,7 @@ import torch
 
 from mlaccel import tasks
 from mlaccel.tasks import clip
+from mlaccel.tasks import clip_model
 from tests.unit.taskd import base
 
 TIMING = ('first_step_at', 'seconds')
@@ -31,11 +32,12 @@ class TestClip(testtools.TestCase):
         self.addCleanup(tasks.bind_reporter, None)
 
     def test_data_is_fixed_by_seed(self):
-        first, second = clip.Pictures(8, 1), clip.Pictures(8, 1)
+        first, second = clip_model.Pictures(8, 1), clip_model.Pictures(8, 1)
         for index in range(8):
             self.assertTrue(torch.equal(first[index][0], second[index][0]))
             self.assertTrue(torch.equal(first[index][1], second[index][1]))
-        self.assertFalse(torch.equal(first[0][0], clip.Pictures(8, 2)[0][0]))
+        self.assertFalse(torch.equal(first[0][0],
+                                     clip_model.Pictures(8, 2)[0][0]))
 
     def test_learns_and_reports_first_step(self):
         events = []
@@ -61,8 +63,7 @@ class TestClip(testtools.TestCase):
 class TestClipUnderTaskd(testtools.TestCase):
 
     def test_cold_and_taskd_give_the_same_result(self):
-        daemon = self.useFixture(base.Daemon(
-            preload=['torch', 'torch._dynamo', 'mlaccel.tasks.clip:warm']))
+        daemon = self.useFixture(base.Daemon(preload=clip.PRELOAD))
         cold = subprocess.run(
             [sys.executable, '-m', 'mlaccel.tasks.clip', '--steps', '12',
              '--seed', '3', '--threads', '1'], cwd=base.REPO,
@@ -80,3 +81,14 @@ class TestClipUnderTaskd(testtools.TestCase):
                 self.assertEqual(outcome(cold), outcome(status['result']))
                 self.assertEqual(status['first_step_at'],
                                  status['result']['first_step_at'])
+
+
+class TestPreloadList(testtools.TestCase):
+
+    def test_reading_the_preload_list_does_not_import_torch(self):
+        code = ('import sys; from mlaccel.tasks import clip; '
+                'print(clip.PRELOAD[-1], "torch" in sys.modules)')
+        out = subprocess.run([sys.executable, '-c', code], cwd=base.REPO,
+                             capture_output=True, text=True, timeout=60,
+                             check=True)
+        self.assertEqual('mlaccel.tasks.clip:warm False', out.stdout.strip())
