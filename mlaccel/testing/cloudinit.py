@@ -14,7 +14,13 @@ is the first of these that ``[mlaccel_test_driver] guest_commands`` allows:
   passed in ``RUNTIME_DIRECTORY`` and ``LOGS_DIRECTORY``;
 - a line of a ``#!`` user-data script.
 
-Nothing else runs: no package installs, no shell.
+An allowed entry matches word by word: the command's name exactly (any
+``python``, ``python3`` or ``python3.N`` counts as ``python``), then each
+following word exactly, except that a last word ending in ``.`` (such as
+``mlaccel.``) matches a dotted module name in that package. The program run
+is always the compute's own (its interpreter, or the command installed
+beside it), never a file the user-data wrote. Nothing else runs: no package
+installs, no shell.
 """
 
 import base64
@@ -22,6 +28,7 @@ import binascii
 import configparser
 import dataclasses
 import os
+import re
 import shlex
 import sys
 
@@ -30,6 +37,8 @@ import yaml
 _UNIT_DIRS = ('/etc/systemd/system/', '/lib/systemd/system/',
               '/usr/lib/systemd/system/')
 _START_VERBS = ('start', 'restart', 'enable')
+_PYTHON = re.compile(r'^python(3(\.[0-9]+)?)?$')
+_MODULE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$')
 
 
 @dataclasses.dataclass
@@ -123,7 +132,8 @@ def _first_allowed(entries, written, allowed, root):
                      for arg in spec.argv]
         if spec.argv and _allowed(spec.argv, allowed):
             spec.argv = _resolve(spec.argv)
-            return spec
+            if spec.argv is not None:
+                return spec
     return None
 
 
@@ -182,25 +192,41 @@ def _relocate_text(text, written, root):
     return text
 
 
-def _normal(argv):
-    name = os.path.basename(argv[0])
-    if name.startswith('python3') or name == 'python':
-        name = 'python'
-    return ' '.join([name] + argv[1:])
+def _name(program):
+    name = os.path.basename(program)
+    return 'python' if _PYTHON.match(name) else name
+
+
+def _matches(words, entry):
+    """Whether the command ``words`` begins with the allowed ``entry``."""
+    wanted = entry.split()
+    if not wanted or len(words) < len(wanted):
+        return False
+    for index, (word, want) in enumerate(zip(words, wanted)):
+        if index == len(wanted) - 1 and index and want.endswith('.'):
+            if not (word.startswith(want) and len(word) > len(want)
+                    and _MODULE.match(word)):
+                return False
+        elif word != want:
+            return False
+    return True
 
 
 def _allowed(argv, allowed):
-    line = _normal(argv)
-    return any(line.startswith(prefix.strip()) for prefix in allowed
-               if prefix.strip())
+    words = [_name(argv[0])] + argv[1:]
+    return any(_matches(words, entry) for entry in allowed)
 
 
 def _resolve(argv):
-    """Run Python and mlaccel commands from the compute's own environment."""
-    name = os.path.basename(argv[0])
-    if name == 'python' or name.startswith('python3'):
+    """The compute's own program for ``argv``, or ``None`` if it has none.
+
+    Python runs on the compute service's interpreter, other commands from
+    its environment's ``bin`` directory: never a file the user-data wrote.
+    """
+    name = _name(argv[0])
+    if name == 'python':
         return [sys.executable] + argv[1:]
     beside = os.path.join(os.path.dirname(sys.executable), name)
     if os.path.isfile(beside) and os.access(beside, os.X_OK):
         return [beside] + argv[1:]
-    return argv
+    return None

@@ -16,11 +16,15 @@ OPTS = [
     cfg.ListOpt(
         'guest_commands',
         default=['mlaccel-taskd', 'python -m mlaccel.'],
-        help='Command-line prefixes a guest may be started with. The driver '
-             'starts the first entry of a server\'s cloud-config "runcmd" '
-             '(or the first command of a "#!" user-data script) that begins '
-             'with one of these; "python" stands for the interpreter the '
-             'compute service runs on. Anything else is not started.'),
+        help='Command lines a guest may be started with, matched word by '
+             'word: the command\'s name exactly, then each word exactly, '
+             'except that a last word ending in "." matches a dotted module '
+             'name in that package. The driver starts the first entry of a '
+             'server\'s cloud-config "runcmd" (or the first command of a '
+             '"#!" user-data script) that matches one of these, always with '
+             'the compute\'s own program: "python" is the interpreter the '
+             'compute service runs on, other commands must be installed '
+             'beside it. Anything else is not started.'),
     cfg.FloatOpt(
         'guest_stop_timeout',
         default=10.0,

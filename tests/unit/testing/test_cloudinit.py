@@ -86,6 +86,39 @@ class GuestTest(testtools.TestCase):
                      '#cloud-config\nruncmd:\n  - "mlaccel-taskd \'open"\n'):
             self.assertIsNone(guest(text), text)
 
+    def test_attack_written_program_named_like_an_allowed_one(self):
+        # User-data writes its own program whose name only begins with an
+        # allowed command's: the driver would run it as root on the host.
+        for name in ('mlaccel-taskd-x', 'mlaccel-taskdx', 'python3-x'):
+            text = ('#cloud-config\nwrite_files:\n'
+                    '  - path: /usr/local/bin/%s\n'
+                    '    permissions: "0755"\n'
+                    '    content: "#!/bin/sh\\ntouch /tmp/owned\\n"\n'
+                    'runcmd:\n  - [/usr/local/bin/%s, -m, mlaccel.x]\n'
+                    % (name, name))
+            self.assertIsNone(guest(text), name)
+            self.assertIsNone(guest('#!/bin/sh\n/usr/local/bin/%s -m '
+                                    'mlaccel.x\n' % name), name)
+
+    def test_attack_written_program_never_runs_in_place_of_the_hosts(self):
+        # An allowed name the compute does not have is not started from
+        # the file the user-data wrote under that name.
+        text = ('#cloud-config\nwrite_files:\n'
+                '  - {path: /usr/bin/mlaccel-absent, permissions: "0755",'
+                ' content: "#!/bin/sh\\nid\\n"}\n'
+                'runcmd:\n  - [/usr/bin/mlaccel-absent]\n')
+        self.assertIsNone(cloudinit.guest(b64(text), ['mlaccel-absent'],
+                                          ROOT))
+
+    def test_allowed_words_match_whole_words(self):
+        for text in ('python -m mlaccel', 'python -m mlaccel.',
+                     'python -m mlaccel.x;id', 'python -mmlaccel.x',
+                     'python -c mlaccel.x', 'python -m mlaccelx.y'):
+            self.assertIsNone(guest('#!/bin/sh\n%s\n' % text), text)
+        spec = guest('#!/bin/sh\n/usr/bin/python3.11 -m mlaccel.a_b.c x\n')
+        self.assertEqual([sys.executable, '-m', 'mlaccel.a_b.c', 'x'],
+                         spec.argv)
+
     def test_no_or_bad_user_data(self):
         self.assertIsNone(cloudinit.guest(None, ALLOWED, ROOT))
         self.assertIsNone(cloudinit.guest('', ALLOWED, ROOT))
