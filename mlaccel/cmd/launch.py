@@ -9,13 +9,16 @@ Example::
 
 Progress goes to stderr while the launch waits, the life-cycle table to
 stdout. Exit status: 0 when every VM's task succeeded, 1 when the launch
-failed, 2 for bad usage, 130 when interrupted (SIGINT or SIGTERM). In every
-case the servers the launch made are deleted (unless ``--keep-servers`` and
-the task succeeded).
+failed, 2 for bad usage (bad arguments, a missing or unparsable
+``--config-file``, an invalid option value: one line on stderr, nothing
+created), 130 when interrupted (SIGINT or SIGTERM). In every case the
+servers the launch made are deleted (unless ``--keep-servers`` and the task
+succeeded).
 """
 
 import argparse
 import json
+import os
 import signal
 import sys
 
@@ -27,6 +30,7 @@ from oslo_utils import uuidutils
 from mlaccel import conf as mlaccel_conf
 from mlaccel.launcher import api
 from mlaccel.launcher import record
+from mlaccel.taskd import protocol
 
 LOG = logging.getLogger(__name__)
 
@@ -42,10 +46,11 @@ def _json_object(text):
 
 
 def _listen(text):
-    host, sep, port = text.rpartition(':')
-    if not sep or not port.isdigit() or int(port) > 65535:
+    try:
+        host, port = protocol.parse_tcp_address(text)
+    except ValueError:
         raise argparse.ArgumentTypeError('expected HOST:PORT, got %r' % text)
-    return host.strip('[]') or '0.0.0.0', int(port)
+    return host or '0.0.0.0', port
 
 
 def _positive(kind):
@@ -74,8 +79,10 @@ def build_parser():
     add('--network', default='none',
         help='"none", "auto" or a network name or id (default: none)')
     add('--server-group', help='server group name or id to boot into')
-    add('--task', required=True, metavar='MODULE:FUNCTION',
-        help='task entry point submitted to every VM\'s task daemon')
+    add('--task', required=True, metavar='TASK',
+        help='task submitted to every VM\'s task daemon: a registered task '
+             'name (e.g. clip), or MODULE:FUNCTION where the daemons allow '
+             'it')
     add('--task-args', type=_json_object, default={}, metavar='JSON',
         help='JSON object passed to the task')
     add('--threads', type=_positive(int), help='threads per task')
@@ -146,20 +153,41 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt('signal %d' % signum)
 
 
-def main(argv=None):
-    args = build_parser().parse_args(argv)
-    conf = mlaccel_conf.CONF
+def _one_line(exc):
+    return ' '.join(str(exc).split()) or type(exc).__name__
+
+
+def _configure(conf, args):
+    """Load the config files and check every launcher option's value.
+
+    Raises ``cfg.Error`` for a missing or unparsable file or a bad value.
+    """
+    for name in args.config_file:
+        if not os.path.isfile(name):
+            raise cfg.ConfigFilesNotFoundError([name])
     logging.register_options(conf)
     conf(args=[], project='mlaccel',
          default_config_files=args.config_file or None)
+    for opt in mlaccel_conf.launcher.OPTS:  # bad values fail here, not later
+        getattr(conf.mlaccel_launcher, opt.dest)
     conf.set_override('debug', args.debug)
     logging.setup(conf, 'mlaccel-launch')
 
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    conf = mlaccel_conf.CONF
     submit = {'mode': args.mode}
     if args.threads:
         submit['threads'] = args.threads
     if args.seed is not None:
         submit['seed'] = args.seed
+    try:
+        _configure(conf, args)
+        protocol.TaskSpec(args.task, args.task_args, **submit)
+    except (ValueError, cfg.Error, OSError) as exc:
+        sys.stderr.write('mlaccel launch: %s\n' % _one_line(exc))
+        return 2
     signal.signal(signal.SIGTERM, _terminate)
     try:
         conn = openstack.connect(cloud=args.cloud)
@@ -174,11 +202,11 @@ def main(argv=None):
     except api.LaunchInterrupted as exc:
         result, status = exc.record, 130
     except (ValueError, TypeError, cfg.Error) as exc:
-        sys.stderr.write('mlaccel launch: %s\n' % exc)
+        sys.stderr.write('mlaccel launch: %s\n' % _one_line(exc))
         return 2
     except Exception as exc:
         # Raised before any server was made: connection, lookups.
-        sys.stderr.write('mlaccel launch: %s\n' % exc)
+        sys.stderr.write('mlaccel launch: %s\n' % _one_line(exc))
         return 1
     if args.output:
         record.write_json(result, args.output)
@@ -194,12 +222,23 @@ def main(argv=None):
     return status
 
 
+USAGE = (
+    'usage: mlaccel launch [options]\n\n'
+    'Commands:\n'
+    '  launch    create a task\'s VMs, run the task in each VM\'s warm task\n'
+    '            daemon, delete the VMs and record the life cycle\n'
+    '            ("mlaccel launch --help" for its options)\n')
+
+
 def cli(argv=None):
     """Console script ``mlaccel``: ``mlaccel launch ...``."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] in (['-h'], ['--help'], ['help']):
+        sys.stdout.write(USAGE)
+        return 0
     if not argv or argv[0] != 'launch':
-        sys.stderr.write('usage: mlaccel launch [options]  (mlaccel launch '
-                         '--help for the options)\n')
+        sys.stderr.write('mlaccel: %s; try "mlaccel --help"\n' % (
+            'unknown command %r' % argv[0] if argv else 'no command'))
         return 2
     return main(argv[1:])
 

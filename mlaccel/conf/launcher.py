@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from mlaccel.tasks import clip
+
 GROUP = cfg.OptGroup(
     'mlaccel_launcher',
     title='mlaccel task launcher',
@@ -14,8 +16,9 @@ OPTS = [
         'listen_host',
         default='0.0.0.0',
         help='Address the readiness listener binds. The task daemon in each '
-             'VM pushes its readiness to it over HTTP, so it must be '
-             'reachable from the VMs\' network.'),
+             'VM pushes its readiness to it over HTTPS (pinning the '
+             'listener\'s certificate, signed with the VM\'s own token), so '
+             'it must be reachable from the VMs\' network.'),
     cfg.PortOpt(
         'listen_port',
         default=0,
@@ -30,13 +33,27 @@ OPTS = [
         'taskd_port',
         default=7070,
         help='TCP port the task daemon in each VM listens on for the '
-             'launcher (on every interface of the guest, guarded by a '
-             'per-launch token).'),
+             'launcher (on every interface of the guest). The launcher '
+             'reaches it over TLS with a certificate made for that VM alone '
+             'and pinned, and authenticates with a token of that VM alone; '
+             'both reach the VM only through its user-data.'),
     cfg.ListOpt(
         'preload',
-        default=['torch', 'torch._dynamo'],
+        default=list(clip.PRELOAD),
         help='Modules the task daemon imports before it reports ready, so '
-             'that forked tasks start warm.'),
+             'that forked tasks start warm ("module" or "module:warm-up '
+             'function"). The default warms up the example task.'),
+    cfg.StrOpt(
+        'tls_cert_file',
+        help='Certificate (PEM) of the readiness listener, with its chain up '
+             'to the root: the VMs pin exactly these certificates. Unset '
+             '(the default): each launch makes a fresh self-signed '
+             'certificate and key, kept in memory, and gives the '
+             'certificate to its VMs in their user-data. The listener '
+             'always serves HTTPS.'),
+    cfg.StrOpt(
+        'tls_key_file',
+        help='Private key of tls_cert_file; required with it.'),
     cfg.FloatOpt(
         'poll_interval',
         default=1.0,

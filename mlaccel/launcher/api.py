@@ -21,6 +21,7 @@ thread that a second interrupt cannot cut short.
 """
 
 import concurrent.futures
+import dataclasses
 import secrets
 import threading
 import time
@@ -35,6 +36,8 @@ from mlaccel.launcher import readiness
 from mlaccel.launcher import record
 from mlaccel.launcher import servers
 from mlaccel import limiter as mlaccel_limiter
+from mlaccel.taskd import protocol
+from mlaccel import tls
 
 LOG = logging.getLogger(__name__)
 
@@ -57,13 +60,57 @@ class LaunchInterrupted(KeyboardInterrupt):
         self.record = record
 
 
+@dataclasses.dataclass(frozen=True)
+class LaunchSpec:
+    """What one launch runs: the VMs to make and the task to run on each.
+
+    ``task`` is the :class:`~mlaccel.taskd.protocol.TaskSpec` submitted to
+    every VM's daemon; see :func:`launch` for the other fields.
+    """
+
+    image: str
+    flavor: str
+    count: int
+    task: protocol.TaskSpec
+    network: object = 'none'
+    server_group: str = None
+    timeout: float = 1800.0
+    keep_servers: bool = False
+
+    def __post_init__(self):
+        if isinstance(self.count, bool) or not isinstance(self.count, int) \
+                or self.count < 1:
+            raise ValueError('count must be at least 1, got %r'
+                             % (self.count,))
+        if not self.timeout > 0:
+            raise ValueError('timeout must be positive, got %r'
+                             % (self.timeout,))
+        if not isinstance(self.task, protocol.TaskSpec):
+            raise TypeError('task must be a TaskSpec')
+
+    def request(self):
+        """The request as the record shows it."""
+        return {'image': self.image, 'flavor': self.flavor,
+                'count': self.count, 'entry': self.task.entry,
+                'args': self.task.args, 'network': self.network,
+                'server_group': self.server_group, 'timeout': self.timeout}
+
+
 class _VM:
-    """What the launcher knows about one VM; guarded by the launch lock."""
+    """What the launcher knows about one VM; guarded by the launch lock.
+
+    Each VM has credentials of its own, given to it alone in its user-data:
+    the readiness ``key`` naming its URL, the ``token`` that signs its
+    readiness push and authorises requests to its daemon, and the TLS
+    ``identity`` of its daemon's listener, pinned by the launcher.
+    """
 
     def __init__(self, index, name, key):
         self.index = index
         self.name = name
         self.key = key
+        self.token = secrets.token_urlsafe(32)
+        self.identity = tls.new_identity(name)
         self.server_id = None
         self.status = None
         self.fault = None
@@ -118,31 +165,21 @@ def _settings(conf, overrides):
 
 
 class Launch:
-    """One launch; see :func:`launch` for the parameters."""
+    """One launch of a :class:`LaunchSpec`; see :func:`launch`."""
 
-    def __init__(self, conn, image, flavor, count, entry, args=None,
-                 network='none', server_group=None, timeout=1800.0,
-                 keep_servers=False, submit_options=None, limiter=None,
-                 listener=None, progress=None, cancel=None, conf=None,
-                 user_data=None, **options):
-        if count < 1:
-            raise ValueError('count must be at least 1, got %r' % count)
-        if timeout <= 0:
-            raise ValueError('timeout must be positive, got %r' % timeout)
+    def __init__(self, conn, spec, *, limiter=None, listener=None,
+                 progress=None, cancel=None, conf=None, user_data=None,
+                 **options):
         conf = conf or mlaccel_conf.CONF
         self.opts = _settings(conf, options)
         self.conn = conn
         self.launch_id = uuid.uuid4().hex[:12]
-        self.request = {'image': image, 'flavor': flavor, 'count': count,
-                        'entry': entry, 'args': args, 'network': network,
-                        'server_group': server_group, 'timeout': timeout}
-        self.entry = entry
-        self.args = args
-        self.network = network
-        self.server_group = server_group
-        self.timeout = timeout
-        self.keep_servers = keep_servers
-        self.submit_options = dict(submit_options or {})
+        self.spec = spec
+        self.request = spec.request()
+        self.network = spec.network
+        self.server_group = spec.server_group
+        self.timeout = spec.timeout
+        self.keep_servers = spec.keep_servers
         self.limiter = limiter or mlaccel_limiter.AdaptiveLimiter(
             initial=min(self.opts['initial_parallelism'],
                         self.opts['max_parallelism']),
@@ -150,15 +187,15 @@ class Launch:
         self._own_listener = listener is None
         self.listener = listener or readiness.ReadinessListener(
             self.opts['listen_host'], self.opts['listen_port'],
-            self.opts['callback_host'])
+            self.opts['callback_host'], cert_file=self.opts['tls_cert_file'],
+            key_file=self.opts['tls_key_file'])
         self.progress = progress
         self.make_user_data = user_data
         self.cancel_event = cancel or threading.Event()
-        self.token = secrets.token_urlsafe(32)
         self.servers = servers.ServerSet(conn, self.launch_id,
                                          self.opts['name_prefix'])
         self.vms = [_VM(i, self.servers.name(i), readiness.new_key())
-                    for i in range(count)]
+                    for i in range(spec.count)]
         self._by_key = {vm.key: vm for vm in self.vms}
         self._cond = threading.Condition()
         self._failure = None
@@ -214,9 +251,9 @@ class Launch:
 
     def _resolve(self):
         compute = self.conn.compute
-        flavor = compute.find_flavor(self.request['flavor'],
+        flavor = compute.find_flavor(self.spec.flavor,
                                      ignore_missing=False)
-        image_id = self.request['image']
+        image_id = self.spec.image
         if not uuidutils.is_uuid_like(image_id):
             image_id = self.conn.image.find_image(
                 image_id, ignore_missing=False).id
@@ -236,11 +273,12 @@ class Launch:
         return make(
             ready_url=self.listener.url_for(vm.key),
             tcp_address='0.0.0.0:%d' % self.opts['taskd_port'],
-            token=self.token, preload=list(self.opts['preload']))
+            token=vm.token, preload=list(self.opts['preload']),
+            tls_identity=vm.identity, ready_cert=self.listener.cert_pem)
 
     def _create_all(self, image_id, flavor_id, group_id):
         for vm in self.vms:
-            self.listener.expect(vm.key, self._on_ready)
+            self.listener.expect(vm.key, self._on_ready, vm.token)
         workers = min(len(self.vms), self.limiter.max_limit)
         pool = concurrent.futures.ThreadPoolExecutor(
             workers, thread_name_prefix='mlaccel-create')
@@ -278,10 +316,24 @@ class Launch:
             raise
 
     def _on_ready(self, ready):
+        """A push signed with the VM's own token arrived.
+
+        The launcher then talks to the address it names only over TLS
+        pinned to the VM's own certificate (see :meth:`_client`), so it
+        reaches that VM's daemon or nothing; a Unix socket address would
+        name a path on the launcher's host and is refused.
+        """
+        vm = self._by_key[ready.key]
+        if not ready.address.startswith('tcp:'):
+            self._fail(LaunchError(
+                'the task daemon of %s reported %r; the launcher reaches '
+                'task daemons over TLS on TCP only'
+                % (vm.name, ready.address[:100])))
+            return
         with self._cond:
-            self._by_key[ready.key].ready = ready
+            vm.ready = ready
             self._cond.notify_all()
-        LOG.debug('Task daemon ready at %s', ready.address)
+        LOG.debug('Task daemon of %s ready at %s', vm.name, ready.address)
 
     def _poll(self):
         """Fallback: notice ACTIVE and ERROR with one list call per tick."""
@@ -375,8 +427,9 @@ class Launch:
 
     def _client(self, vm, timeout=30.0):
         from mlaccel.taskd import client
-        return client.TaskdClient(vm.ready.address, token=self.token,
-                                  timeout=timeout)
+        return client.TaskdClient(vm.ready.address, token=vm.token,
+                                  timeout=timeout,
+                                  pinned_cert_pem=vm.identity.cert_pem)
 
     def _run_tasks(self):
         with concurrent.futures.ThreadPoolExecutor(
@@ -391,9 +444,7 @@ class Launch:
         self._wait_for(lambda vm: vm.done, 'done')
 
     def _submit(self, vm):
-        args = dict(self.args or {})
-        return self._client(vm).submit(self.entry, args,
-                                       **self.submit_options)
+        return self._client(vm).submit(self.spec.task)
 
     def _wait_task(self, vm):
         try:
@@ -478,21 +529,25 @@ def _run_to_end(function):
     return outcome['value']
 
 
-def launch(conn, image, flavor, count, entry, args=None, **kwargs):
+def launch(conn, image, flavor, count, entry, args=None, *, network='none',
+           server_group=None, timeout=1800.0, keep_servers=False,
+           submit_options=None, **kwargs):
     """Run ``entry`` on ``count`` new VMs and return the life-cycle record.
 
     :param conn: ``openstack.connection.Connection``.
     :param image: image name or id, booted with task daemon user-data.
     :param flavor: flavor name or id.
     :param count: number of VMs; the task runs once on each.
-    :param entry: ``package.module:function`` submitted to every daemon.
+    :param entry: the task submitted to every daemon: a registered task
+        name, or ``package.module:function`` where the daemon allows it.
     :param args: JSON-able dict passed to the task.
     :param network: ``'none'``, ``'auto'`` or a list of ``{'uuid': id}``.
     :param server_group: name or id of a server group to boot into.
     :param timeout: seconds for the whole launch, creation to results.
     :param keep_servers: keep the servers when the task succeeded.
-    :param submit_options: extra keyword arguments of taskd's ``submit``
-        (``threads``, ``seed``, ``env``, ``mode``...).
+    :param submit_options: the other fields of the task's
+        :class:`~mlaccel.taskd.protocol.TaskSpec` (``threads``, ``seed``,
+        ``env``, ``mode``...).
     :param limiter: an :class:`~mlaccel.limiter.AdaptiveLimiter` to share
         between launches (one per launch by default).
     :param listener: a started or unstarted
@@ -500,13 +555,20 @@ def launch(conn, image, flavor, count, entry, args=None, **kwargs):
     :param progress: ``callable(snapshot_dict)`` called when counts change.
     :param cancel: a ``threading.Event``; setting it cancels the launch.
     :param user_data: ``callable(ready_url=, tcp_address=, token=,
-        preload=)`` returning a VM's user-data; by default
-        ``mlaccel.taskd.guest.user_data`` (cloud-init starting taskd).
+        preload=, tls_identity=, ready_cert=)`` returning a VM's user-data;
+        by default ``mlaccel.taskd.guest.user_data`` (cloud-init starting
+        taskd).
     :param conf: ``oslo_config`` object with the ``mlaccel_launcher`` group;
         any of its options may also be given as keyword arguments.
     :returns: the record (see :mod:`mlaccel.launcher.record`); its
         ``outcome`` is ``succeeded`` or ``failed``, servers are gone.
     :raises LaunchInterrupted: on ``KeyboardInterrupt`` or ``cancel``, after
         deleting the servers; carries the record.
+    :raises ValueError: for a bad count, timeout or task field.
     """
-    return Launch(conn, image, flavor, count, entry, args, **kwargs).run()
+    spec = LaunchSpec(
+        image, flavor, count,
+        protocol.TaskSpec(entry, args, **dict(submit_options or {})),
+        network=network, server_group=server_group, timeout=timeout,
+        keep_servers=keep_servers)
+    return Launch(conn, spec, **kwargs).run()

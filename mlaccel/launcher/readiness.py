@@ -1,39 +1,55 @@
-"""The HTTP listener that receives the task daemons' readiness pushes.
+"""The HTTPS listener that receives the task daemons' readiness pushes.
 
-Each VM of a launch gets its own URL ``http://HOST:PORT/ready/<key>`` in its
-user-data; the key is random, so it both names the VM and proves that the
-push comes from a guest the launcher booted. When the daemon in the guest is
-warm it POSTs a JSON body::
+Each VM of a launch gets its own URL ``https://HOST:PORT/ready/<key>``, its
+own token and the listener's certificate in its user-data. The daemon pins
+that certificate and signs its notice with the token (see
+:mod:`mlaccel.readiness`); the listener checks the signature with the token
+of the VM the key names before it even decodes the body, validates the
+notice, resolves a wildcard address (``0.0.0.0``) to the address the push
+came from and hands a :class:`Readiness` to the callback registered for the
+key. A push repeated by the daemon's retries is acknowledged and ignored.
 
-    {"v": 1, "key": "<key>", "address": "tcp:HOST:PORT", "ready_at": <time>,
-     "preloaded": [...], "pid": <pid>}
-
-The listener validates it, resolves a wildcard address (``0.0.0.0``) to the
-address the push came from and hands a :class:`Readiness` to the callback
-registered for the key. A push repeated by the daemon's retries is
-acknowledged and ignored. Bad requests get a 4xx JSON reply and never reach
-a callback; the listener keeps serving.
+The listener is written for hostile peers: at most ``max_connections``
+connections (each with its own thread) are served at once, further ones are
+closed at once; each has ``request_timeout`` seconds for the whole request,
+TLS handshake included, however slowly it trickles in; every bad request
+gets a JSON reply with its HTTP status and never reaches a callback; the
+accept loop survives every error until :meth:`ReadinessListener.stop`.
 """
 
 import dataclasses
-import http.server
+import errno
+import http.client
+import io
 import ipaddress
 import json
+import os
 import secrets
 import socket
+import tempfile
 import threading
 import time
 
 from oslo_log import log as logging
 
+from mlaccel import readiness as notices
+from mlaccel.taskd import protocol
+from mlaccel import tls
+
 LOG = logging.getLogger(__name__)
 
-PROTOCOL_VERSION = 1
-PATH_PREFIX = '/ready/'
-MAX_BODY_BYTES = 16384
-#: Seconds a client may take to send its request before it is dropped.
+PATH_PREFIX = notices.PATH_PREFIX
+MAX_BODY_BYTES = notices.MAX_BODY_BYTES
+MAX_HEADER_BYTES = 8192
+#: Seconds a client has for its whole request, TLS handshake included.
 REQUEST_TIMEOUT = 10.0
-_WILDCARDS = ('', '0.0.0.0', '::', '[::]')
+#: Connections served at once; more are closed unanswered.
+MAX_CONNECTIONS = 64
+#: Seconds a reply may take to send to a client that does not read it.
+REPLY_TIMEOUT = 2.0
+_WILDCARDS = notices.WILDCARDS
+#: accept() errors after which the listening socket is gone for good.
+_FATAL_ACCEPT = (errno.EBADF, errno.EINVAL, errno.ENOTSOCK)
 
 
 class BadPush(ValueError):
@@ -81,148 +97,151 @@ def resolve_address(address, peer):
     if not address.startswith('tcp:'):
         raise BadPush(400, 'address must be tcp:HOST:PORT or unix:PATH, '
                            'got %r' % address[:100])
-    host, sep, port = address[len('tcp:'):].rpartition(':')
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+    try:
+        host, port = protocol.parse_tcp_address(address[len('tcp:'):])
+    except ValueError:
+        port = 0
+    if not 0 < port < 65536:
         raise BadPush(400, 'bad port in address %r' % address[:100])
     if host in _WILDCARDS:
         host = peer
-    bare = host[1:-1] if host.startswith('[') and host.endswith(']') \
-        else host
     try:
-        if ipaddress.ip_address(bare).version == 6:
-            host = '[%s]' % bare
+        host = str(ipaddress.ip_address(host))
     except ValueError:
         pass  # a host name: kept as it is
-    return 'tcp:%s:%s' % (host, port)
+    return protocol.format_tcp_address(host, port)
 
 
 def parse_push(key, body, peer, received_at):
-    """Validate a push body for ``key``; return a :class:`Readiness`."""
+    """Validate a (verified) push body for ``key``; return a Readiness."""
     try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise BadPush(400, 'body is not JSON: %s' % exc)
-    if not isinstance(data, dict):
-        raise BadPush(400, 'body must be a JSON object')
-    if data.get('v') != PROTOCOL_VERSION:
-        raise BadPush(400, 'unsupported protocol version %r, expected %d'
-                      % (data.get('v'), PROTOCOL_VERSION))
-    if data.get('key') != key:
-        raise BadPush(400, 'key in the body does not match the URL')
-    ready_at = data.get('ready_at')
-    if isinstance(ready_at, bool) or not isinstance(ready_at, (int, float)) \
-            or not 0 < ready_at < 1e11:
-        raise BadPush(400, 'ready_at must be a UNIX time')
-    preloaded = data.get('preloaded', [])
-    if not isinstance(preloaded, list) or not all(
-            isinstance(name, str) for name in preloaded):
-        raise BadPush(400, 'preloaded must be a list of module names')
-    pid = data.get('pid')
-    if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int)):
-        raise BadPush(400, 'pid must be an integer')
+        data = notices.parse(body, key)
+    except notices.BadNotice as exc:
+        raise BadPush(400, str(exc))
     return Readiness(key=key,
-                     address=resolve_address(data.get('address'), peer),
-                     ready_at=float(ready_at), received_at=received_at,
-                     peer=peer, preloaded=tuple(preloaded), pid=pid)
+                     address=resolve_address(data['address'], peer),
+                     ready_at=float(data['ready_at']),
+                     received_at=received_at, peer=peer,
+                     preloaded=tuple(data.get('preloaded', ())),
+                     pid=data.get('pid'))
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    server_version = 'mlaccel-launcher'
-    timeout = REQUEST_TIMEOUT
+class _Request:
+    """One HTTP request read from a socket within a deadline."""
 
-    def do_POST(self):
-        received_at = time.time()
+    def __init__(self, sock, deadline):
+        self.sock = sock
+        self.deadline = deadline
+        self.buffer = bytearray()
+
+    def _recv(self):
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise BadPush(408, 'request not received in time')
+        self.sock.settimeout(remaining)
         try:
-            key = self._key()
-            listener = self.server.listener
-            if not listener.expects(key):
-                raise BadPush(404, 'no VM waits for this readiness key')
-            length = self.headers.get('Content-Length')
-            if length is None or not length.isdigit():
-                raise BadPush(411, 'Content-Length required')
-            if int(length) > MAX_BODY_BYTES:
-                raise BadPush(413, 'body larger than %d bytes'
-                              % MAX_BODY_BYTES)
-            body = self.rfile.read(int(length))
-            readiness = parse_push(key, body, self.client_address[0],
-                                   received_at)
-            listener.deliver(readiness)
-        except BadPush as exc:
-            LOG.warning('Rejected readiness push from %s: %s',
-                        self.client_address[0], exc)
-            self._reply(exc.status, {'ok': False, 'error': str(exc)})
-        else:
-            self._reply(200, {'ok': True})
+            data = self.sock.recv(65536)
+        except (socket.timeout, TimeoutError):
+            raise BadPush(408, 'request not received in time')
+        if not data:
+            raise ConnectionResetError('client closed the connection')
+        self.buffer += data
 
-    def do_GET(self):
-        self._reply(405, {'ok': False, 'error': 'use POST'})
+    def read(self):
+        """``(method, path, headers, body)`` of the request."""
+        while b'\r\n\r\n' not in self.buffer:
+            if len(self.buffer) > MAX_HEADER_BYTES:
+                raise BadPush(431, 'request header larger than %d bytes'
+                              % MAX_HEADER_BYTES)
+            self._recv()
+        head, _, rest = bytes(self.buffer).partition(b'\r\n\r\n')
+        if len(head) > MAX_HEADER_BYTES:
+            raise BadPush(431, 'request header larger than %d bytes'
+                          % MAX_HEADER_BYTES)
+        line, _, fields = head.partition(b'\r\n')
+        parts = line.decode('latin-1').split(' ')
+        if len(parts) != 3 or not parts[2].startswith('HTTP/1.'):
+            raise BadPush(400, 'not an HTTP/1.x request line')
+        try:
+            headers = http.client.parse_headers(io.BytesIO(fields + b'\r\n'))
+        except http.client.HTTPException as exc:
+            raise BadPush(400, 'bad request header: %s' % exc)
+        return parts[0], parts[1], headers, rest
 
-    do_PUT = do_DELETE = do_GET
-
-    def _key(self):
-        if not self.path.startswith(PATH_PREFIX):
-            raise BadPush(404, 'unknown path')
-        key = self.path[len(PATH_PREFIX):]
-        if not key or '/' in key or len(key) > 128:
-            raise BadPush(404, 'unknown path')
-        return key
-
-    def _reply(self, status, data):
-        body = json.dumps(data).encode()
-        self.send_response(status)
-        self.send_header('Content-Type', 'application/json')
-        self.send_header('Content-Length', str(len(body)))
-        self.send_header('Connection', 'close')
-        self.end_headers()
-        self.wfile.write(body)
-        self.close_connection = True
-
-    def log_message(self, fmt, *args):
-        LOG.debug('readiness listener: ' + fmt, *args)
-
-
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
+    def body(self, rest, length):
+        self.buffer = bytearray(rest)
+        while len(self.buffer) < length:
+            self._recv()
+        return bytes(self.buffer[:length])
 
 
 class ReadinessListener:
-    """Serve readiness pushes on ``host:port`` in a background thread.
+    """Serve readiness pushes over HTTPS on ``host:port``.
 
     :param host: address to bind (``0.0.0.0``: every interface).
     :param port: port to bind; 0 picks a free one (see :attr:`port`).
     :param advertise_host: host name or address the guests use to reach
         the listener; defaults to ``host`` unless that is a wildcard.
+    :param cert_file: the operator's certificate (PEM; the chain up to its
+        root, all of which the guests pin) and ``key_file`` its key. By
+        default a fresh self-signed identity is made for the listener.
+    :param max_connections: connections served at once.
+    :param request_timeout: seconds for a whole request.
     """
 
-    def __init__(self, host='0.0.0.0', port=0, advertise_host=None):
+    def __init__(self, host='0.0.0.0', port=0, advertise_host=None,
+                 cert_file=None, key_file=None,
+                 max_connections=MAX_CONNECTIONS,
+                 request_timeout=REQUEST_TIMEOUT):
         if advertise_host is None and host in _WILDCARDS:
             raise ValueError('advertise_host is required when listening on '
                              'a wildcard address')
+        if bool(cert_file) != bool(key_file):
+            raise ValueError('give both a certificate and a key file, or '
+                             'neither')
         self._bind = (host, port)
         self.advertise_host = advertise_host or host
+        self._cert_files = (cert_file, key_file)
+        self.cert_pem = None
+        self._context = None
+        self.max_connections = max_connections
+        self.request_timeout = request_timeout
+        self._slots = threading.BoundedSemaphore(max_connections)
         self._callbacks = {}
+        self._tokens = {}
         self._delivered = set()
         self._lock = threading.Lock()
-        self._server = None
+        self._sock = None
         self._thread = None
         self._stopping = False
+        self._last_warning = 0.0
 
     @property
     def port(self):
-        return self._server.server_address[1]
+        return self._sock.getsockname()[1]
+
+    def _load_identity(self):
+        cert_file, key_file = self._cert_files
+        if cert_file:
+            with open(cert_file) as stream:
+                self.cert_pem = stream.read()
+            self._context = tls.server_context(cert_file, key_file)
+            return
+        identity = tls.new_identity('mlaccel-readiness')
+        with tempfile.TemporaryDirectory(prefix='mlaccel-tls-') as private:
+            os.chmod(private, 0o700)
+            self._context = identity.server_context(private)
+        self.cert_pem = identity.cert_pem
 
     def start(self):
-        if self._server is not None:
+        if self._sock is not None:
             return self
+        if self._context is None:
+            self._load_identity()
         host = self._bind[0]
-        server_class = _Server6 if ':' in host else _Server
-        self._server = server_class(self._bind, _Handler)
-        self._server.listener = self
+        family = socket.AF_INET6 if ':' in host else socket.AF_INET
+        self._sock = socket.create_server(self._bind, family=family,
+                                          backlog=128)
         self._stopping = False
         self._thread = threading.Thread(
             target=self._accept_loop, name='mlaccel-readiness', daemon=True)
@@ -230,28 +249,142 @@ class ReadinessListener:
         LOG.debug('Readiness listener on %s:%d', host, self.port)
         return self
 
+    def _warn(self, message, *args):
+        """A warning at most every 10 s: a flood must not flood the log."""
+        now = time.monotonic()
+        if now - self._last_warning >= 10.0:
+            self._last_warning = now
+            LOG.warning(message, *args)
+
     def _accept_loop(self):
-        # A plain blocking accept() rather than serve_forever(): socketserver
-        # binds its selector class at import time, so imported before an
-        # eventlet monkey patch it would block every green thread.
-        server = self._server
+        # A plain blocking accept() rather than socketserver's
+        # serve_forever(): socketserver binds its selector class at import
+        # time, so imported before an eventlet monkey patch it would block
+        # every green thread.
+        listening = self._sock
         while not self._stopping:
             try:
-                request, address = server.socket.accept()
+                conn, address = listening.accept()
             except OSError as exc:
-                if not self._stopping:
-                    LOG.error('Readiness listener stopped: %s', exc)
-                return
+                if self._stopping or exc.errno in _FATAL_ACCEPT:
+                    if not self._stopping:
+                        LOG.error('Readiness listener stopped: %s', exc)
+                    return
+                # Out of descriptors or memory, an aborted connection: wait
+                # a moment and serve on.
+                self._warn('Readiness listener cannot accept: %s', exc)
+                time.sleep(0.1)
+                continue
             if self._stopping:
-                request.close()
+                conn.close()
                 return
-            server.process_request(request, address)  # one thread each
+            self._dispatch(conn, address)
+
+    def _dispatch(self, conn, address):
+        if not self._slots.acquire(blocking=False):
+            self._warn('Readiness listener: %d connections open, closing '
+                       'the one from %s', self.max_connections, address[0])
+            conn.close()
+            return
+        try:
+            threading.Thread(target=self._serve, args=(conn, address),
+                             name='mlaccel-readiness-conn',
+                             daemon=True).start()
+        except Exception as exc:  # e.g. RuntimeError: can't start thread
+            self._slots.release()
+            conn.close()
+            self._warn('Readiness listener cannot start a thread: %s', exc)
+
+    def _serve(self, conn, address):
+        peer = address[0]
+        deadline = time.monotonic() + self.request_timeout
+        try:
+            conn.settimeout(self.request_timeout)
+            conn = self._context.wrap_socket(conn, server_side=True)
+        except (OSError, ValueError) as exc:
+            LOG.debug('TLS handshake with %s failed: %s', peer, exc)
+            conn.close()
+            self._slots.release()
+            return
+        try:
+            status, reply = self._handle(conn, peer, deadline)
+        except (OSError, ValueError) as exc:
+            LOG.debug('Readiness connection from %s: %s', peer, exc)
+            status = None
+        except Exception:
+            LOG.exception('Readiness push from %s failed', peer)
+            status, reply = 500, {'ok': False, 'error': 'internal error'}
+        try:
+            if status is not None:
+                self._reply(conn, status, reply)
+        except (OSError, ValueError) as exc:
+            LOG.debug('Reply to %s failed: %s', peer, exc)
+        finally:
+            conn.close()
+            self._slots.release()
+
+    def _handle(self, conn, peer, deadline):
+        received_at = time.time()
+        request = _Request(conn, deadline)
+        try:
+            method, path, headers, rest = request.read()
+            length = headers.get('Content-Length')
+            body = None
+            if length is not None and length.isdigit() and \
+                    int(length) <= 4 * MAX_BODY_BYTES:
+                # Read even a body refused below, so that the client sees
+                # the reply, not the reset of a socket closed unread.
+                body = request.body(rest, int(length))
+            if method != 'POST':
+                raise BadPush(405, 'use POST')
+            key = self._key(path)
+            token = self._token(key)
+            if length is None or not length.isdigit():
+                raise BadPush(411, 'Content-Length required')
+            if body is None or len(body) > MAX_BODY_BYTES:
+                raise BadPush(413, 'body larger than %d bytes'
+                              % MAX_BODY_BYTES)
+            if not notices.verify(token, body,
+                                  headers.get(notices.SIGNATURE_HEADER)):
+                raise BadPush(401, 'missing or wrong %s'
+                              % notices.SIGNATURE_HEADER)
+            self.deliver(parse_push(key, body, peer, received_at))
+        except BadPush as exc:
+            LOG.warning('Rejected readiness push from %s: %s', peer, exc)
+            return exc.status, {'ok': False, 'error': str(exc)}
+        return 200, {'ok': True}
+
+    @staticmethod
+    def _key(path):
+        if not path.startswith(PATH_PREFIX):
+            raise BadPush(404, 'unknown path')
+        key = path[len(PATH_PREFIX):]
+        if not key or '/' in key or len(key) > 128:
+            raise BadPush(404, 'unknown path')
+        return key
+
+    def _token(self, key):
+        with self._lock:
+            if key not in self._callbacks:
+                raise BadPush(404, 'no VM waits for this readiness key')
+            return self._tokens[key]
+
+    @staticmethod
+    def _reply(conn, status, data):
+        body = json.dumps(data).encode()
+        head = ('HTTP/1.1 %d %s\r\nServer: mlaccel-launcher\r\n'
+                'Content-Type: application/json\r\nContent-Length: %d\r\n'
+                'Connection: close\r\n\r\n' % (
+                    status, http.client.responses.get(status, ''),
+                    len(body)))
+        conn.settimeout(REPLY_TIMEOUT)
+        conn.sendall(head.encode() + body)
 
     def stop(self):
-        if self._server is None:
+        if self._sock is None:
             return
         self._stopping = True
-        host, port = self._server.server_address[:2]
+        host, port = self._sock.getsockname()[:2]
         if host in _WILDCARDS:
             host = '::1' if ':' in host else '127.0.0.1'
         try:  # wake the blocked accept()
@@ -259,8 +392,8 @@ class ReadinessListener:
         except OSError as exc:
             LOG.debug('Waking the readiness listener failed: %s', exc)
         self._thread.join(5)
-        self._server.server_close()
-        self._server = self._thread = None
+        self._sock.close()
+        self._sock = self._thread = None
 
     def __enter__(self):
         return self.start()
@@ -272,16 +405,23 @@ class ReadinessListener:
         host = self.advertise_host
         if ':' in host and not host.startswith('['):
             host = '[%s]' % host
-        return 'http://%s:%d%s%s' % (host, self.port, PATH_PREFIX, key)
+        return 'https://%s:%d%s%s' % (host, self.port, PATH_PREFIX, key)
 
-    def expect(self, key, callback):
-        """Call ``callback(readiness)`` once when ``key`` is pushed."""
+    def expect(self, key, callback, token):
+        """Call ``callback(readiness)`` once when ``key`` is pushed.
+
+        Only a push signed with ``token`` (the VM's own) is accepted.
+        """
+        if not token:
+            raise ValueError('a readiness key needs its VM\'s token')
         with self._lock:
             self._callbacks[key] = callback
+            self._tokens[key] = token
 
     def forget(self, key):
         with self._lock:
             self._callbacks.pop(key, None)
+            self._tokens.pop(key, None)
             self._delivered.discard(key)
 
     def expects(self, key):

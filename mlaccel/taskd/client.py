@@ -1,4 +1,4 @@
-"""Client of mlaccel-taskd over its Unix socket or TCP."""
+"""Client of mlaccel-taskd over its Unix socket or TCP (with TLS)."""
 
 import itertools
 import json
@@ -7,6 +7,7 @@ import threading
 import time
 
 from mlaccel.taskd import protocol
+from mlaccel import tls
 
 #: Longest server-side wait of one request; :meth:`TaskdClient.wait`
 #: chains such waits for longer timeouts.
@@ -26,12 +27,17 @@ class TaskdClient:
     """Talks to one daemon over one connection; thread-safe.
 
     ``address`` is ``"unix:/path/to/socket"`` or ``"tcp:HOST:PORT"``;
-    ``token`` is required over TCP. ``timeout`` bounds connecting and every
-    reply except the server-side wait of :meth:`wait`.
+    ``token`` is required over TCP. With ``pinned_cert_pem`` (the daemon's
+    own certificate, e.g. from the VM's user-data) or ``cafile`` (the
+    operator's CA) the TCP connection is TLS, and the token is sent only
+    after the handshake proved the peer holds the pinned certificate's key.
+    ``timeout`` bounds connecting and every reply except the server-side
+    wait of :meth:`wait`.
     """
 
     def __init__(self, address, token=None, timeout=30.0,
-                 max_reply_bytes=64 * 1024 * 1024):
+                 max_reply_bytes=64 * 1024 * 1024, pinned_cert_pem=None,
+                 cafile=None):
         scheme, _, target = address.partition(':')
         if scheme == 'unix' and target:
             self._family, self._target = socket.AF_UNIX, target
@@ -42,6 +48,12 @@ class TaskdClient:
         else:
             raise ValueError('taskd address %r is not "unix:PATH" or '
                              '"tcp:HOST:PORT"' % address)
+        self._tls = None
+        if pinned_cert_pem or cafile:
+            if self._family == socket.AF_UNIX:
+                raise ValueError('TLS is for TCP addresses only')
+            self._tls = tls.client_context(pinned_cert_pem=pinned_cert_pem,
+                                           cafile=cafile)
         self.address = address
         self.token = token
         self.timeout = timeout
@@ -81,6 +93,11 @@ class TaskdClient:
                     sock.settimeout(self.timeout)
                     self._sock = sock
                     sock.connect(self._target)
+                    if self._tls is not None:
+                        # Handshake now: nothing is sent to an impostor.
+                        sock = self._tls.wrap_socket(
+                            sock, server_hostname=self._target[0])
+                        self._sock = sock
                     self._lines = protocol.iter_lines(sock.recv,
                                                       self.max_reply_bytes)
                 self._sock.settimeout(reply_timeout or self.timeout)
@@ -106,12 +123,17 @@ class TaskdClient:
     def health(self):
         return self.call('health')
 
-    def submit(self, entry, args=None, *, env=None, threads=None, seed=None,
-               cwd=None, mode='fork', limits=None):
-        """Start ``entry`` (``"package.module:function"``); return its id."""
-        return self.call('submit', entry=entry, args=args, env=env,
-                         threads=threads, seed=seed, cwd=cwd, mode=mode,
-                         limits=limits)['task']['id']
+    def submit(self, spec, args=None, **fields):
+        """Start a task; return its id.
+
+        ``spec`` is a :class:`~mlaccel.taskd.protocol.TaskSpec`, or its
+        ``entry`` with ``args`` and the other fields of one as keywords.
+        """
+        if not isinstance(spec, protocol.TaskSpec):
+            spec = protocol.TaskSpec(spec, args, **fields)
+        elif args is not None or fields:
+            raise TypeError('give a TaskSpec or its fields, not both')
+        return self.call('submit', **spec.to_wire())['task']['id']
 
     def status(self, task_id):
         return self.call('status', task=task_id)['task']

@@ -1,9 +1,11 @@
 """Argument handling of ``mlaccel launch``."""
 
 import io
+import os
+import subprocess
+import sys
 
 import fixtures
-
 import testtools
 
 from mlaccel.cmd import launch
@@ -55,7 +57,19 @@ class ParserTest(testtools.TestCase):
         self.useFixture(
             fixtures.MonkeyPatch('sys.stderr', stderr))
         self.assertEqual(2, launch.cli(['frobnicate']))
-        self.assertIn('mlaccel launch', stderr.getvalue())
+        self.assertEqual(2, launch.cli([]))
+        lines = stderr.getvalue().splitlines()
+        self.assertEqual(2, len(lines))
+        self.assertIn("unknown command 'frobnicate'", lines[0])
+        self.assertIn('mlaccel --help', lines[1])
+
+    def test_help(self):
+        stdout = io.StringIO()
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', stdout))
+        for argv in (['--help'], ['-h'], ['help']):
+            self.assertEqual(0, launch.cli(argv))
+        self.assertIn('usage: mlaccel launch', stdout.getvalue())
+        self.assertIn('Commands:', stdout.getvalue())
 
     def test_progress_line(self):
         out = io.StringIO()
@@ -66,3 +80,63 @@ class ParserTest(testtools.TestCase):
         self.assertEqual('[    1.2s] launch abc: created 2/3, active 1, '
                          'ready 1, running 0, done 0 (creations in flight '
                          '<= 4)\n', out.getvalue())
+
+
+class BadInputTest(testtools.TestCase):
+    """The console script as a user runs it: one line, an exit status.
+
+    Every case fails before any connection to a cloud is made.
+    """
+
+    def _run(self, *argv):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        env = {k: v for k, v in os.environ.items() if not k.startswith('OS_')}
+        env.update(HOME=tmp, OS_CLOUD='nowhere')
+        result = subprocess.run(
+            [sys.executable, '-c', 'import sys; from mlaccel.cmd.launch '
+             'import cli; sys.exit(cli())'] + list(argv),
+            capture_output=True, text=True, cwd=tmp, env=env, timeout=120)
+        self.assertEqual([], os.listdir(tmp), 'created on disk')
+        return result
+
+    def _conf(self, text):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'launcher.conf')
+        with open(path, 'w') as stream:
+            stream.write(text)
+        return path
+
+    def assertOneLine(self, result, status, *words):
+        self.assertEqual(status, result.returncode, result.stderr)
+        self.assertEqual(1, len(result.stderr.splitlines()), result.stderr)
+        self.assertNotIn('Traceback', result.stderr)
+        for word in words:
+            self.assertIn(word, result.stderr)
+
+    def test_bad_config_files(self):
+        cases = [
+            ('/nonexistent/launcher.conf', ('nonexistent',)),
+            (self._conf('[mlaccel_launcher\nx = 1\n'), ('launcher.conf',)),
+            (self._conf('garbage without section\n'), ('launcher.conf',)),
+            (self._conf('[mlaccel_launcher]\npoll_interval = abc\n'),
+             ('poll_interval',)),
+            (self._conf('[mlaccel_launcher]\nmax_parallelism = 0\n'),
+             ('max_parallelism',)),
+        ]
+        for path, words in cases:
+            result = self._run('launch', *REQUIRED, '--config-file', path)
+            self.assertOneLine(result, 2, 'mlaccel launch:', *words)
+
+    def test_bad_task_fields(self):
+        result = self._run('launch', '--image', 'i', '--flavor', 'f',
+                           '--task', 'no spaces allowed')
+        self.assertOneLine(result, 2, 'entry')
+
+    def test_help_and_usage(self):
+        result = self._run('--help')
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertIn('mlaccel launch', result.stdout)
+        self.assertOneLine(self._run(), 2, 'mlaccel --help')
+        result = self._run('launch', '--help')
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertIn('--config-file', result.stdout)

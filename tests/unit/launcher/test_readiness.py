@@ -1,57 +1,101 @@
-"""The readiness listener over real HTTP on a real loopback socket."""
+"""The readiness listener over real HTTPS on a real loopback socket.
+
+The attacks here are the ones a guest or a network peer can make: a push
+for another VM's key, unsigned or signed with another token, over plain
+HTTP, a request trickled in one byte at a time, deeply nested JSON, more
+connections than the listener serves.
+"""
 
 import http.client
 import json
+import os
+import socket
 import subprocess
 import sys
 import threading
 import time
 
+import fixtures
 import testtools
 
 from mlaccel.launcher import readiness
+from mlaccel import readiness as notices
 from mlaccel.taskd import readiness as taskd_readiness
+from mlaccel import tls
+
+TOKEN = 'token-of-vm-a-0123456789'
+OTHER_TOKEN = 'token-of-vm-b-0123456789'
 
 
-class ListenerTest(testtools.TestCase):
+class ListenerBase(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.listener = readiness.ReadinessListener('127.0.0.1', 0)
-        self.listener.start()
-        self.addCleanup(self.listener.stop)
+        self.listener = self._listener()
         self.received = []
         self.got = threading.Event()
+
+    def _listener(self, **kwargs):
+        listener = readiness.ReadinessListener('127.0.0.1', 0, **kwargs)
+        listener.start()
+        self.addCleanup(listener.stop)
+        cafile = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                              'ready-ca.pem')
+        with open(cafile, 'w') as stream:
+            stream.write(listener.cert_pem)
+        self.cafile = cafile
+        return listener
 
     def _callback(self, ready):
         self.received.append(ready)
         self.got.set()
 
-    def _post(self, path, body, headers=None):
-        conn = http.client.HTTPConnection('127.0.0.1', self.listener.port,
-                                          timeout=5)
+    def _expect(self, token=TOKEN):
+        key = readiness.new_key()
+        self.listener.expect(key, self._callback, token)
+        return key
+
+    def _connection(self):
+        return http.client.HTTPSConnection(
+            '127.0.0.1', self.listener.port, timeout=5,
+            context=tls.client_context(pinned_cert_pem=self.listener.cert_pem))
+
+    def _post(self, path, body, token=TOKEN, headers=None):
+        conn = self._connection()
         self.addCleanup(conn.close)
         if not isinstance(body, bytes):
-            body = json.dumps(body).encode()
-        conn.request('POST', path, body=body, headers=headers or {})
+            body = notices.encode(body)
+        headers = dict(headers or {})
+        if token:
+            headers[notices.SIGNATURE_HEADER] = notices.sign(token, body)
+        conn.request('POST', path, body=body, headers=headers)
         resp = conn.getresponse()
         return resp.status, json.loads(resp.read())
 
     def _body(self, key, **changes):
-        body = {'v': 1, 'key': key, 'address': 'tcp:127.0.0.1:7070',
-                'ready_at': time.time(), 'preloaded': ['json'], 'pid': 42}
+        body = {'v': notices.VERSION, 'key': key,
+                'address': 'tcp:127.0.0.1:7070', 'ready_at': time.time(),
+                'preloaded': ['json'], 'pid': 42}
         body.update(changes)
         return body
 
+    def _assert_serving(self):
+        key = self._expect()
+        status, reply = self._post('/ready/' + key, self._body(key))
+        self.assertEqual((200, {'ok': True}), (status, reply))
+
+
+class ListenerTest(ListenerBase):
+
     def test_push_by_taskd_reaches_callback(self):
-        key = readiness.new_key()
-        self.listener.expect(key, self._callback)
+        key = self._expect()
         url = self.listener.url_for(key)
-        self.assertEqual('http://127.0.0.1:%d/ready/%s'
+        self.assertEqual('https://127.0.0.1:%d/ready/%s'
                          % (self.listener.port, key), url)
-        body = taskd_readiness.notice(url, 'tcp:0.0.0.0:7070', time.time(),
-                                      ['json'], 1234)
-        self.assertTrue(taskd_readiness.push(url, body))
+        body = notices.notice(url, 'tcp:0.0.0.0:7070', time.time(),
+                              ['json'], 1234)
+        self.assertTrue(taskd_readiness.push(url, body, token=TOKEN,
+                                             cafile=self.cafile))
         self.assertTrue(self.got.wait(5))
         ready = self.received[0]
         self.assertEqual(key, ready.key)
@@ -62,8 +106,7 @@ class ListenerTest(testtools.TestCase):
         self.assertGreaterEqual(ready.received_at, ready.ready_at)
 
     def test_retried_push_delivered_once(self):
-        key = readiness.new_key()
-        self.listener.expect(key, self._callback)
+        key = self._expect()
         for _ in range(3):
             status, reply = self._post('/ready/' + key, self._body(key))
             self.assertEqual((200, {'ok': True}), (status, reply))
@@ -74,23 +117,75 @@ class ListenerTest(testtools.TestCase):
         self.assertEqual(404, status)
         self.assertFalse(reply['ok'])
 
+    def test_push_must_be_signed_by_the_vm_it_names(self):
+        # The attack: a third party (or another VM) pushes first for a
+        # VM's key, naming its own taskd, even a Unix socket of this host.
+        key = self._expect()
+        other = self._expect(OTHER_TOKEN)
+        path = '/ready/' + key
+        forged = self._body(key, address='unix:/run/attacker.sock')
+        for token, headers in ((None, {}),
+                               (None, {notices.SIGNATURE_HEADER: 'ab' * 32}),
+                               (None, {notices.SIGNATURE_HEADER: 'é'}),
+                               (OTHER_TOKEN, {})):
+            status, reply = self._post(path, forged, token=token,
+                                       headers=headers)
+            self.assertEqual(401, status, (token, headers))
+            self.assertIn(notices.SIGNATURE_HEADER, reply['error'])
+        # Signed by VM b for its own key, but sent to VM a's URL.
+        status, _ = self._post(path, self._body(other), token=OTHER_TOKEN)
+        self.assertEqual(401, status)
+        self.assertEqual([], self.received)
+        status, _ = self._post(path, self._body(key))
+        self.assertEqual(200, status)
+        self.assertEqual('tcp:127.0.0.1:7070', self.received[0].address)
+
+    def test_plain_http_is_refused(self):
+        key = self._expect()
+        body = notices.encode(self._body(key))
+        conn = http.client.HTTPConnection('127.0.0.1', self.listener.port,
+                                          timeout=5)
+        self.addCleanup(conn.close)
+        self.assertRaises((OSError, http.client.HTTPException), lambda: (
+            conn.request('POST', '/ready/' + key, body=body, headers={
+                notices.SIGNATURE_HEADER: notices.sign(TOKEN, body)}),
+            conn.getresponse().read()))
+        self.assertEqual([], self.received)
+        self._assert_serving()
+
+    def test_push_to_an_impostor_listener_fails(self):
+        # A daemon pins the launcher's certificate: another listener (with
+        # a certificate of its own) never gets the notice.
+        key = self._expect()
+        impostor = readiness.ReadinessListener('127.0.0.1', 0).start()
+        self.addCleanup(impostor.stop)
+        impostor.expect(key, self._callback, TOKEN)
+        url = impostor.url_for(key)
+        self.assertFalse(taskd_readiness.push(
+            url, notices.notice(url, 'tcp:127.0.0.1:1', time.time(), [], 1),
+            token=TOKEN, cafile=self.cafile, attempts=3))
+        self.assertEqual([], self.received)
+
     def test_bad_bodies_refused_and_listener_keeps_serving(self):
-        key = readiness.new_key()
-        self.listener.expect(key, self._callback)
+        key = self._expect()
         path = '/ready/' + key
         bad = [b'not json', b'[1, 2]', b'\xff\xfe',
-               self._body(key, v=2), self._body('other'),
+               b'[' * 5000 + b']' * 5000,
+               b'{"a": ' * 2000 + b'1' + b'}' * 2000,
+               self._body(key, v=1), self._body('other'),
                self._body(key, ready_at='soon'),
                self._body(key, ready_at=True),
                self._body(key, address='http://x'),
                self._body(key, address='tcp:1.2.3.4:99999'),
                self._body(key, address=None),
                self._body(key, preloaded='torch'),
-               self._body(key, pid='1')]
+               self._body(key, preloaded=[[[['torch']]]]),
+               self._body(key, pid='1'), self._body(key, extra=1)]
         for body in bad:
             status, reply = self._post(path, body)
-            self.assertEqual(400, status, body)
+            self.assertEqual(400, status, repr(body)[:80])
             self.assertFalse(reply['ok'])
+            self.assertLess(len(reply['error']), 400)
         status, _ = self._post(path, b'x' * (readiness.MAX_BODY_BYTES + 1))
         self.assertEqual(413, status)
         self.assertEqual([], self.received)
@@ -98,26 +193,46 @@ class ListenerTest(testtools.TestCase):
         self.assertEqual(200, status)
         self.assertEqual(1, len(self.received))
 
-    def test_other_paths_and_methods(self):
+    def test_other_paths_methods_and_garbage(self):
         status, _ = self._post('/other', b'{}')
         self.assertEqual(404, status)
-        conn = http.client.HTTPConnection('127.0.0.1', self.listener.port,
-                                          timeout=5)
+        conn = self._connection()
         self.addCleanup(conn.close)
         conn.request('GET', '/ready/x')
         self.assertEqual(405, conn.getresponse().status)
+        for garbage in (b'\r\n\r\n', b'HELLO\r\n\r\n',
+                        b'POST /ready/x SPDY/3\r\n\r\n',
+                        b'POST /ready/x HTTP/1.1\r\n' + b'X: y\r\n' * 200
+                        + b'\r\n'):
+            reply = self._raw(garbage)
+            self.assertTrue(reply.startswith(b'HTTP/1.1 4'), reply)
+        self._assert_serving()
+
+    def _tls_socket(self):
+        sock = socket.create_connection(('127.0.0.1', self.listener.port),
+                                        timeout=5)
+        self.addCleanup(sock.close)
+        return tls.client_context(
+            pinned_cert_pem=self.listener.cert_pem).wrap_socket(sock)
+
+    def _raw(self, data):
+        sock = self._tls_socket()
+        sock.sendall(data)
+        reply = b''
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return reply
+            reply += chunk
 
     def test_forget_stops_delivery(self):
-        key = readiness.new_key()
-        self.listener.expect(key, self._callback)
+        key = self._expect()
         self.listener.forget(key)
         status, _ = self._post('/ready/' + key, self._body(key))
         self.assertEqual(404, status)
 
     def test_concurrent_pushes(self):
-        keys = [readiness.new_key() for _ in range(20)]
-        for key in keys:
-            self.listener.expect(key, self._callback)
+        keys = [self._expect() for _ in range(20)]
         threads = [threading.Thread(target=self._post,
                                     args=('/ready/' + key, self._body(key)))
                    for key in keys]
@@ -126,6 +241,108 @@ class ListenerTest(testtools.TestCase):
         for thread in threads:
             thread.join()
         self.assertEqual(sorted(keys), sorted(r.key for r in self.received))
+
+    def test_expect_needs_a_token(self):
+        self.assertRaises(ValueError, self.listener.expect, 'k',
+                          self._callback, None)
+
+
+class HostileClientTest(ListenerBase):
+    """Peers that try to hold the listener or make it fail."""
+
+    def _listener(self, **kwargs):
+        kwargs.setdefault('request_timeout', 1.0)
+        return super()._listener(**kwargs)
+
+    def _trickle(self, sock, data, pause=0.1):
+        """Send ``data`` a byte at a time until the listener hangs up.
+
+        Returns how many bytes went out before it closed the connection,
+        None if it never did.
+        """
+        for sent, byte in enumerate(data):
+            try:
+                sock.sendall(bytes([byte]))
+            except OSError:
+                return sent
+            time.sleep(pause)
+        return None
+
+    def test_slow_header_is_cut_off(self):
+        sock = self._tls_socket()
+        request = b'POST /ready/key HTTP/1.1\r\n' + b'X-Slow: ' + b'y' * 200
+        # 230 bytes at 10 per second would take 23 s: far beyond the
+        # request timeout of the listener (1 s). It must close first.
+        self._trickle(sock, request)
+        reply = b''
+        try:
+            while True:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                reply += chunk
+        except OSError:
+            pass
+        self.assertIn(b' 408 ', reply)
+        self._assert_serving()
+
+    def test_slow_tls_handshake_is_cut_off(self):
+        sock = socket.create_connection(('127.0.0.1', self.listener.port),
+                                        timeout=5)
+        self.addCleanup(sock.close)
+        hello = os.urandom(300)
+        self.assertIsNotNone(self._trickle(sock, hello),
+                             'the listener never closed the connection')
+        self._assert_serving()
+
+    def _tls_socket(self):
+        return ListenerTest._tls_socket(self)
+
+    def test_connections_beyond_the_limit_are_closed(self):
+        self.listener.stop()
+        self.listener = self._listener(max_connections=2,
+                                       request_timeout=30.0)
+        held = [self._tls_socket() for _ in range(2)]
+        extra = socket.create_connection(('127.0.0.1', self.listener.port),
+                                         timeout=5)
+        self.addCleanup(extra.close)
+        try:
+            self.assertEqual(b'', extra.recv(1))  # closed at once
+        except ConnectionResetError:
+            pass
+        for sock in held:
+            sock.close()
+        # The slots come back as the held connections end.
+        for _ in range(50):
+            try:
+                self._assert_serving()
+                break
+            except (OSError, http.client.HTTPException):
+                time.sleep(0.1)
+        else:
+            self._assert_serving()
+
+    def test_accept_loop_survives_a_thread_that_cannot_start(self):
+        # Running out of threads cannot be provoked safely in a test: the
+        # first thread start fails the way it does then.
+        failed = []
+        real_start = threading.Thread.start
+
+        def start(thread):
+            if not failed:
+                failed.append(thread)
+                raise RuntimeError("can't start new thread")
+            return real_start(thread)
+        self.useFixture(fixtures.MonkeyPatch('threading.Thread.start', start))
+        sock = socket.create_connection(('127.0.0.1', self.listener.port),
+                                        timeout=5)
+        self.addCleanup(sock.close)
+        try:
+            self.assertEqual(b'', sock.recv(1))
+        except ConnectionResetError:
+            pass
+        self.assertEqual(1, len(failed))
+        self._assert_serving()
 
 
 class ResolveAddressTest(testtools.TestCase):
@@ -147,7 +364,18 @@ class ResolveAddressTest(testtools.TestCase):
         listener = readiness.ReadinessListener('0.0.0.0', 0, 'fd00::1')
         with listener:
             self.assertTrue(listener.url_for('k').startswith(
-                'http://[fd00::1]:'))
+                'https://[fd00::1]:'))
+
+    def test_operator_certificate(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        identity = tls.new_identity('launcher.example.org')
+        cert, key = os.path.join(tmp, 'c.pem'), os.path.join(tmp, 'k.pem')
+        identity.write(cert, key)
+        with readiness.ReadinessListener('127.0.0.1', 0, cert_file=cert,
+                                         key_file=key) as listener:
+            self.assertEqual(identity.cert_pem, listener.cert_pem)
+        self.assertRaises(ValueError, readiness.ReadinessListener,
+                          '127.0.0.1', cert_file=cert)
 
 
 class EventletTest(testtools.TestCase):
@@ -159,25 +387,30 @@ class EventletTest(testtools.TestCase):
 
     def test_push_under_late_monkey_patching(self):
         script = '\n'.join([
-            'import http.server, socketserver',
+            'import http.server, socketserver, sys',
             'import eventlet',
             'eventlet.monkey_patch()',
             'import threading, time',
+            'from mlaccel import readiness as notices',
             'from mlaccel.launcher import readiness',
             'from mlaccel.taskd import readiness as taskd_readiness',
             'got = threading.Event()',
             "listener = readiness.ReadinessListener('127.0.0.1', 0)",
             'listener.start()',
+            "open(sys.argv[1], 'w').write(listener.cert_pem)",
             'key = readiness.new_key()',
-            'listener.expect(key, lambda ready: got.set())',
+            "listener.expect(key, lambda ready: got.set(), 'tok' * 8)",
             'url = listener.url_for(key)',
-            "body = taskd_readiness.notice(url, 'tcp:127.0.0.1:1',",
-            '                              time.time(), [], 1)',
-            'assert taskd_readiness.push(url, body, attempts=2)',
+            "body = notices.notice(url, 'tcp:127.0.0.1:1',",
+            '                      time.time(), [], 1)',
+            "assert taskd_readiness.push(url, body, token='tok' * 8,",
+            '                            cafile=sys.argv[1], attempts=2)',
             'assert got.wait(10)',
             'listener.stop()',
             "print('delivered')"])
-        result = subprocess.run([sys.executable, '-c', script],
+        cafile = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                              'ca.pem')
+        result = subprocess.run([sys.executable, '-c', script, cafile],
                                 capture_output=True, text=True, timeout=60)
         self.assertEqual(0, result.returncode, result.stderr)
         self.assertIn('delivered', result.stdout)

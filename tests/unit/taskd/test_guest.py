@@ -10,8 +10,12 @@ import yaml
 from mlaccel import conf as mlaccel_conf
 from mlaccel.conf import taskd as taskd_conf
 from mlaccel.taskd import guest
+from mlaccel.tasks import clip
+from mlaccel import tls
 
 TOKEN = 'Zm9vYmFyYmF6cXV4cXV1eA'
+IDENTITY = tls.new_identity('vm-0')
+LAUNCHER_CERT = tls.new_identity('launcher').cert_pem
 
 
 class TestUserData(testtools.TestCase):
@@ -21,18 +25,29 @@ class TestUserData(testtools.TestCase):
         document = yaml.safe_load(text)
         return document, {f['path']: f for f in document['write_files']}
 
-    def test_config_token_and_unit(self):
+    def test_config_credentials_and_unit(self):
         text = guest.user_data(
-            ready_url='http://10.0.0.5:7800/ready/abc',
-            tcp_address='0.0.0.0:7707', token=TOKEN, grace_period=12)
+            ready_url='https://10.0.0.5:7800/ready/abc',
+            tcp_address='0.0.0.0:7707', token=TOKEN, grace_period=12,
+            tls_identity=IDENTITY, ready_cert=LAUNCHER_CERT)
         document, files = self._files(text)
-        self.assertEqual('0600', files[guest.TOKEN_PATH]['permissions'])
-        self.assertEqual(TOKEN + '\n', files[guest.TOKEN_PATH]['content'])
+        contents = {guest.TOKEN_PATH: TOKEN + '\n',
+                    guest.TLS_CERT_PATH: IDENTITY.cert_pem,
+                    guest.TLS_KEY_PATH: IDENTITY.key_pem,
+                    guest.READY_CA_PATH: LAUNCHER_CERT}
+        # Every file the daemon reads: private to the daemon's user.
+        for path in (guest.CONF_PATH,) + tuple(contents):
+            self.assertEqual('0600', files[path]['permissions'], path)
+            self.assertEqual('mlaccel:mlaccel', files[path]['owner'], path)
+        for path, content in contents.items():
+            self.assertEqual(content, files[path]['content'])
         self.assertIn(['systemctl', 'enable', '--now', guest.UNIT_NAME],
                       document['runcmd'])
         unit = files[guest.UNIT_PATH]['content']
         self.assertIn('ExecStart=%s --config-file %s'
                       % (guest.EXECUTABLE, guest.CONF_PATH), unit)
+        self.assertIn('\nUser=mlaccel\n', unit)
+        self.assertIn('\nNoNewPrivileges=yes\n', unit)
         self.assertIn('TimeoutStopSec=27', unit)
         # The daemon's own option parser reads the written file.
         path = os.path.join(self.useFixture(fixtures.TempDir()).path, 'c')
@@ -42,11 +57,24 @@ class TestUserData(testtools.TestCase):
         mlaccel_conf.register_group(conf, taskd_conf)
         conf(['--config-file', path])
         group = conf.mlaccel_taskd
-        self.assertEqual('http://10.0.0.5:7800/ready/abc', group.ready_url)
+        self.assertEqual('https://10.0.0.5:7800/ready/abc', group.ready_url)
         self.assertEqual('0.0.0.0:7707', group.tcp_address)
         self.assertEqual(guest.TOKEN_PATH, group.token_file)
-        self.assertEqual(list(guest.EXAMPLE_PRELOAD), group.preload)
+        self.assertEqual(list(clip.PRELOAD), group.preload)
         self.assertEqual(12.0, group.grace_period)
+        for name, value in (('tls_cert_file', guest.TLS_CERT_PATH),
+                            ('tls_key_file', guest.TLS_KEY_PATH),
+                            ('ready_cafile', guest.READY_CA_PATH)):
+            if hasattr(group, name):  # options of the daemon's TLS
+                self.assertEqual(value, getattr(group, name))
+            else:
+                self.assertIn('%s = %s' % (name, value),
+                              files[guest.CONF_PATH]['content'])
+
+    def test_unit_names_its_user(self):
+        unit = guest.systemd_unit(user='taskd')
+        self.assertIn('\nUser=taskd\nGroup=taskd\n', unit)
+        self.assertNotIn('User=root', guest.systemd_unit())
 
     def test_unix_only_has_no_token_file(self):
         document, files = self._files(guest.user_data(preload=['json'],
@@ -54,6 +82,8 @@ class TestUserData(testtools.TestCase):
         self.assertNotIn(guest.TOKEN_PATH, files)
         self.assertEqual(['python3', '-m', 'pip', 'install', 'mlaccel'],
                          document['runcmd'][0])
+        # The daemon's user is made before write_files needs it.
+        self.assertIn('useradd --system', document['bootcmd'][0][2])
 
     def test_unsafe_values_refused(self):
         for kwargs in [{'ready_url': 'file:///etc/passwd'},
@@ -63,5 +93,10 @@ class TestUserData(testtools.TestCase):
                        {'token': 'short'},
                        {'token': TOKEN + '\nX'},
                        {'preload': ['torch,os']},
-                       {'preload': ['json'], 'log_dir': '/x\n[y]'}]:
+                       {'preload': ['json'], 'log_dir': '/x\n[y]'},
+                       {'ready_url': 'https://x/ready/a'},
+                       {'ready_url': 'https://x/ready/a',
+                        'ready_cert': 'not a certificate'},
+                       {'ready_cert': LAUNCHER_CERT + 'x: y\n'},
+                       {'user': 'root; rm -rf /'}]:
             self.assertRaises(ValueError, guest.user_data, **kwargs)
