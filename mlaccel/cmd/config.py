@@ -1,3 +1,15 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
 """mlaccel-config: make the configuration edits that enable mlaccel.
 
 One command for every way of deploying mlaccel (the devstack plugin, the
@@ -5,27 +17,36 @@ all-in-one test cloud, an operator's config management), so they all enable
 the same thing::
 
     mlaccel-config enable --nova-conf /etc/nova/nova.conf \\
-        [--cinder-conf /etc/cinder/cinder.conf] [--statebus-url URL]
+        [--cinder-conf /etc/cinder/cinder.conf] [--statebus-url URL] \\
+        [--statebus-deployment-key-file FILE] [--statebus-host-key-file FILE]
     mlaccel-config disable --nova-conf /etc/nova/nova.conf
 
 ``enable`` adds mlaccel's filters to ``[filter_scheduler]
 available_filters`` (a multi-valued option: the existing lines stay), adds
 ``BuildSlotFilter`` to ``enabled_filters`` and mlaccel's weighers to
-``weight_classes`` (starting from Nova's defaults when a key is unset), and
-sets ``[mlaccel_statebus] backend_url``. Running it twice changes nothing.
-Files are edited line by line: comments, order and repeated keys are kept;
-a file is replaced atomically and only when its content changes. A file
-that cannot be parsed is reported and left untouched.
+``weight_classes`` (starting from Nova's defaults when a key is unset).
+It turns on Nova's versioned notifications, which the launcher's life-cycle
+records are built from: ``[notifications] notification_format`` becomes
+``versioned``, or ``both`` where unversioned ones were being sent, and
+``[oslo_messaging_notifications] driver`` gains ``messagingv2`` unless a
+messaging driver is there. It writes the state bus settings given to every
+file edited. ``disable`` undoes the scheduler edits and the notification
+edits that ``enable`` made (each is marked by a comment above it); the
+state bus settings stay. Running either twice changes nothing.
+
+Files are read as oslo.config reads them and edited in place (see
+:mod:`mlaccel.inifile`). Bad input changes nothing: the command prints one
+line on stderr and exits with status 2.
 """
 
 import argparse
+from importlib import metadata
 import os
 import re
 import sys
-import tempfile
+from urllib import parse
 
-from oslo_config import cfg
-from oslo_config import iniparser
+from mlaccel import inifile
 
 SCHEDULER_GROUP = 'filter_scheduler'
 STATEBUS_GROUP = 'mlaccel_statebus'
@@ -33,104 +54,20 @@ MLACCEL_FILTERS = 'mlaccel.scheduler.filters.all_filters'
 MLACCEL_WEIGHERS = 'mlaccel.scheduler.weights.all_weighers'
 MLACCEL_ENABLED_FILTERS = ('BuildSlotFilter',)
 
-_SECTION_RE = re.compile(r'^\[([^\]]+)\]\s*$')
-_KEY_RE = re.compile(r'^([^\s=:#;][^=:]*?)\s*[=:]')
+NOTIFICATIONS_GROUP = 'notifications'
+NOTIFIER_GROUP = 'oslo_messaging_notifications'
+#: Nova's notification formats; ``unversioned`` is its default.
+FORMATS = ('unversioned', 'versioned', 'both')
+#: oslo.messaging drivers that put notifications on the message bus.
+MESSAGING_DRIVERS = ('messagingv2', 'messaging')
+ADDED_NOTE = 'Added by mlaccel-config enable; its disable removes it.'
+SET_NOTE = 'Set by mlaccel-config enable (was: %s); its disable restores it.'
+_SET_NOTE_RE = re.compile(r'^Set by mlaccel-config enable \(was: (\S+)\); '
+                          r'its disable restores it\.$')
 
-
-class ConfigError(Exception):
-    """A configuration file that cannot be edited, with the reason."""
-
-
-class IniFile:
-    """An ini file edited line by line.
-
-    Values are read the way oslo.config reads them (a key given several
-    times has several values, which a ``MultiStrOpt`` keeps). Writing
-    replaces only the lines of the keys set.
-    """
-
-    def __init__(self, path):
-        self.path = path
-        self.sections = {}
-        try:
-            with open(path) as f:
-                self.lines = f.read().splitlines()
-            cfg.ConfigParser(path, self.sections).parse()
-        except OSError as exc:
-            raise ConfigError('cannot read %s: %s' % (path, exc.strerror))
-        except iniparser.ParseError as exc:
-            raise ConfigError('cannot parse %s: %s' % (path, exc))
-        self._original = list(self.lines)
-
-    def get(self, section, key):
-        """All values of ``key`` in ``section``, in file order, or None."""
-        return self.sections.get(section, {}).get(key)
-
-    def set(self, section, key, values):
-        """Make ``values`` (one line each) the only values of ``key``."""
-        values = list(values)
-        new = ['%s = %s' % (key, value) for value in values]
-        start, end = self._section_span(section)
-        if start is None:
-            if self.lines and self.lines[-1].strip():
-                self.lines.append('')
-            self.lines.append('[%s]' % section)
-            self.lines.extend(new)
-        else:
-            position, kept, index = None, [], start + 1
-            while index < end:
-                line = self.lines[index]
-                match = _KEY_RE.match(line)
-                if match and match.group(1) == key:
-                    position = len(kept) if position is None else position
-                    index += 1
-                    # Drop the continuation lines of a multi-line value.
-                    while index < end and self.lines[index][:1] in (' ',
-                                                                    '\t'):
-                        index += 1
-                    continue
-                kept.append(line)
-                index += 1
-            if position is None:
-                position = len(kept)
-                while position and not kept[position - 1].strip():
-                    position -= 1
-            kept[position:position] = new
-            self.lines[start + 1:end] = kept
-        self.sections.setdefault(section, {})[key] = values
-
-    def changed(self):
-        return self.lines != self._original
-
-    def save(self):
-        """Write the file atomically if it changed; return whether it did."""
-        if not self.changed():
-            return False
-        directory = os.path.dirname(os.path.abspath(self.path))
-        mode = os.stat(self.path).st_mode & 0o7777
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix='.mlaccel-config-')
-        try:
-            with os.fdopen(fd, 'w') as f:
-                f.write('\n'.join(self.lines) + '\n')
-            os.chmod(tmp, mode)
-            os.replace(tmp, self.path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-        self._original = list(self.lines)
-        return True
-
-    def _section_span(self, section):
-        start = None
-        for index, line in enumerate(self.lines):
-            match = _SECTION_RE.match(line.strip())
-            if match is None:
-                continue
-            if start is not None:
-                return start, index
-            if match.group(1) == section:
-                start = index
-        return start, len(self.lines)
+ConfigError = inifile.Error
+_CLASS_RE = re.compile(r'^[A-Za-z_]\w*$')
+_PATH_RE = re.compile(r'^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$')
 
 
 def _nova_default(name):
@@ -147,17 +84,28 @@ def _nova_default(name):
     raise ConfigError('nova has no option [%s] %s' % (SCHEDULER_GROUP, name))
 
 
-def _list_value(ini, name):
+def _checked(ini, name, items, pattern, what):
+    for item in items:
+        if not pattern.match(item):
+            hint = ' (oslo.config reads an indented line after an option, ' \
+                'even a comment, as part of its value)' if '\n' in item \
+                else ''
+            raise ConfigError('%s: [%s] %s holds %r, not %s%s' % (
+                ini.path, SCHEDULER_GROUP, name, item, what, hint))
+    return items
+
+
+def _list_value(ini, name, pattern, what):
     values = ini.get(SCHEDULER_GROUP, name)
     if values is None:
         return _nova_default(name)
     # oslo.config keeps the last of repeated single-valued options.
-    return [item.strip() for item in values[-1].split(',') if item.strip()]
+    return _checked(ini, name, [item.strip() for item in values[-1].split(',')
+                                if item.strip()], pattern, what)
 
 
-def _multi_value(ini, name):
-    values = ini.get(SCHEDULER_GROUP, name)
-    return list(values) if values is not None else _nova_default(name)
+def _set_list(ini, name, items):
+    ini.set(SCHEDULER_GROUP, name, [','.join(items)])
 
 
 def _with(items, extra):
@@ -168,77 +116,210 @@ def _without(items, extra):
     return [item for item in items if item not in extra]
 
 
-def enable_nova(ini, statebus_url=None):
-    """Apply the nova.conf edits that enable mlaccel's scheduler plugins."""
-    ini.set(SCHEDULER_GROUP, 'available_filters',
-            _with(_multi_value(ini, 'available_filters'), [MLACCEL_FILTERS]))
-    ini.set(SCHEDULER_GROUP, 'enabled_filters', [','.join(_with(
-        _list_value(ini, 'enabled_filters'), MLACCEL_ENABLED_FILTERS))])
-    ini.set(SCHEDULER_GROUP, 'weight_classes', [','.join(_with(
-        _list_value(ini, 'weight_classes'), [MLACCEL_WEIGHERS]))])
-    if statebus_url:
-        ini.set(STATEBUS_GROUP, 'backend_url', [statebus_url])
+def enable_scheduler(ini):
+    """Enable mlaccel's filters and weighers in nova.conf."""
+    filters = ini.get(SCHEDULER_GROUP, 'available_filters')
+    if filters is None:
+        filters = _nova_default('available_filters')
+        for value in filters:
+            ini.add(SCHEDULER_GROUP, 'available_filters', value)
+    if MLACCEL_FILTERS not in filters:
+        ini.add(SCHEDULER_GROUP, 'available_filters', MLACCEL_FILTERS)
+    _set_list(ini, 'enabled_filters', _with(_list_value(
+        ini, 'enabled_filters', _CLASS_RE, 'a filter class name'),
+        MLACCEL_ENABLED_FILTERS))
+    _set_list(ini, 'weight_classes', _with(_list_value(
+        ini, 'weight_classes', _PATH_RE, 'a dotted weigher path'),
+        [MLACCEL_WEIGHERS]))
 
 
-def disable_nova(ini):
-    """Undo :func:`enable_nova`'s scheduler edits (the bus URL stays)."""
-    if ini.get(SCHEDULER_GROUP, 'available_filters') is not None:
-        ini.set(SCHEDULER_GROUP, 'available_filters', _without(
-            _multi_value(ini, 'available_filters'), [MLACCEL_FILTERS]))
+def disable_scheduler(ini):
+    """Undo :func:`enable_scheduler`."""
+    ini.remove(SCHEDULER_GROUP, 'available_filters', MLACCEL_FILTERS)
     if ini.get(SCHEDULER_GROUP, 'enabled_filters') is not None:
-        ini.set(SCHEDULER_GROUP, 'enabled_filters', [','.join(_without(
-            _list_value(ini, 'enabled_filters'), MLACCEL_ENABLED_FILTERS))])
+        _set_list(ini, 'enabled_filters', _without(_list_value(
+            ini, 'enabled_filters', _CLASS_RE, 'a filter class name'),
+            MLACCEL_ENABLED_FILTERS))
     if ini.get(SCHEDULER_GROUP, 'weight_classes') is not None:
-        ini.set(SCHEDULER_GROUP, 'weight_classes', [','.join(_without(
-            _list_value(ini, 'weight_classes'), [MLACCEL_WEIGHERS]))])
+        _set_list(ini, 'weight_classes', _without(_list_value(
+            ini, 'weight_classes', _PATH_RE, 'a dotted weigher path'),
+            [MLACCEL_WEIGHERS]))
 
 
-def enable_cinder(ini, statebus_url=None):
-    """Apply the cinder.conf edits (the state bus the cache driver uses)."""
-    if statebus_url:
-        ini.set(STATEBUS_GROUP, 'backend_url', [statebus_url])
+def _notification_format(ini):
+    """The format Nova uses, read where oslo.config reads it."""
+    for group in (NOTIFICATIONS_GROUP, 'DEFAULT'):  # the deprecated group
+        values = ini.get(group, 'notification_format')
+        if values is not None:
+            if values[-1] not in FORMATS:
+                raise ConfigError('%s: [%s] notification_format is %r, not '
+                                  'one of %s' % (ini.path, group, values[-1],
+                                                 ', '.join(FORMATS)))
+            return values[-1]
+    return 'unversioned'
+
+
+def enable_notifications(ini):
+    """Have Nova send the versioned notifications the launcher reads.
+
+    Unversioned notifications stay on where any driver was sending them.
+    """
+    drivers = ini.get(NOTIFIER_GROUP, 'driver') or []
+    sending = any(driver != 'noop' for driver in drivers)
+    fmt = _notification_format(ini)
+    if not set(drivers) & set(MESSAGING_DRIVERS):
+        ini.add(NOTIFIER_GROUP, 'driver', 'messagingv2', note=ADDED_NOTE)
+    if fmt == 'unversioned':
+        was = ini.get(NOTIFICATIONS_GROUP, 'notification_format')
+        ini.set(NOTIFICATIONS_GROUP, 'notification_format',
+                ['both' if sending else 'versioned'],
+                note=SET_NOTE % (was[-1] if was else 'unset'))
+
+
+def disable_notifications(ini):
+    """Undo what :func:`enable_notifications` changed, and only that."""
+    ini.replace_noted(NOTIFIER_GROUP, 'driver', ADDED_NOTE, None)
+    for note, value in ini.notes(NOTIFICATIONS_GROUP, 'notification_format'):
+        match = _SET_NOTE_RE.match(note)
+        if match is None:
+            continue
+        was = match.group(1)
+        if value not in ('versioned', 'both'):
+            was = value  # changed since: keep the operator's value
+        ini.replace_noted(NOTIFICATIONS_GROUP, 'notification_format', note,
+                          None if was == 'unset' else was)
+
+
+def set_statebus(ini, args):
+    """Write the ``[mlaccel_statebus]`` settings given on the command line."""
+    for key, value in (
+            ('backend_url', args.statebus_url),
+            ('deployment_key_file', args.statebus_deployment_key_file),
+            ('host_key_file', args.statebus_host_key_file)):
+        if value is not None:
+            # oslo.config substitutes $name in values: "$$" is a "$".
+            ini.set(STATEBUS_GROUP, key, [value.replace('$', '$$')])
+
+
+def _one_line(text):
+    if any(ch.isspace() or not ch.isprintable() for ch in text):
+        raise argparse.ArgumentTypeError(
+            'must be one line without spaces or control characters')
+    if '\\' in text:
+        raise argparse.ArgumentTypeError('must not contain a backslash')
+    return text
+
+
+def tooz_url(text):
+    """An argparse type: a tooz backend URL, never echoed (a password)."""
+    _one_line(text)
+    try:
+        url = parse.urlsplit(text)
+        url.port
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError('not a valid URL: %s' % exc)
+    backends = sorted(e.name for e in
+                      metadata.entry_points(group='tooz.backends'))
+    if url.scheme not in backends:
+        raise argparse.ArgumentTypeError(
+            'not a tooz URL: its scheme must be one of %s'
+            % ', '.join(backends))
+    if url.scheme == 'file' and (url.netloc or not url.path.startswith('/')):
+        raise argparse.ArgumentTypeError(
+            'a file:// URL needs an absolute path (file:///var/lib/...)')
+    return text
+
+
+def key_file(text):
+    """An argparse type: the absolute path of an existing key file."""
+    _one_line(text)
+    if not os.path.isabs(text):
+        raise argparse.ArgumentTypeError('%s is not an absolute path' % text)
+    if not os.path.isfile(text):
+        raise argparse.ArgumentTypeError('%s is not an existing file' % text)
+    return text
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """Usage errors in one line."""
+
+    def error(self, message):
+        self.exit(2, '%s: error: %s (see --help)\n' % (self.prog, message))
 
 
 def _parser():
-    parser = argparse.ArgumentParser(
+    parser = _ArgumentParser(
         prog='mlaccel-config',
         description='Enable or disable mlaccel in OpenStack service '
                     'configuration files. Idempotent.')
     sub = parser.add_subparsers(dest='action', required=True)
     enable = sub.add_parser('enable', help='enable mlaccel')
     enable.add_argument('--nova-conf', required=True,
-                        help='nova.conf of the scheduler to edit')
+                        help='nova.conf to edit (the scheduler\'s, and the '
+                             'computes\' for notifications and host keys)')
     enable.add_argument('--cinder-conf',
                         help='cinder.conf to edit (state bus settings)')
-    enable.add_argument('--statebus-url',
+    enable.add_argument('--statebus-url', type=tooz_url,
                         help='tooz URL of the state bus, written to '
                              '[mlaccel_statebus] backend_url')
-    disable = sub.add_parser('disable', help='remove the scheduler edits')
+    enable.add_argument('--statebus-deployment-key-file', type=key_file,
+                        help='deployment key of the state bus ("mlaccel-'
+                             'statebus keygen"), for the nodes that read '
+                             'host reports (schedulers); written to '
+                             '[mlaccel_statebus] deployment_key_file')
+    enable.add_argument('--statebus-host-key-file', type=key_file,
+                        help='this host\'s key ("mlaccel-statebus derive"), '
+                             'for compute nodes; written to '
+                             '[mlaccel_statebus] host_key_file')
+    disable = sub.add_parser('disable', help='undo the scheduler and '
+                                             'notification edits')
     disable.add_argument('--nova-conf', required=True,
-                         help='nova.conf of the scheduler to edit')
+                         help='nova.conf to edit')
     return parser
+
+
+def _edit(args):
+    """Read, edit and write every file; all or nothing is written."""
+    # Every file is read and edited before any is written.
+    nova = inifile.IniFile(args.nova_conf)
+    files = [nova]
+    if args.action == 'enable':
+        if args.cinder_conf:
+            cinder = inifile.IniFile(args.cinder_conf)
+            if cinder.real_path == nova.real_path:
+                raise ConfigError('--nova-conf and --cinder-conf name the '
+                                  'same file')
+            files.append(cinder)
+        enable_scheduler(nova)
+        enable_notifications(nova)
+        for ini in files:
+            set_statebus(ini, args)
+    else:
+        disable_scheduler(nova)
+        disable_notifications(nova)
+    pending = []
+    try:
+        for ini in files:
+            pending.append(ini.prepare())
+    except BaseException:
+        for item in pending:
+            if item is not None:
+                item.abort()
+        raise
+    for ini, item in zip(files, pending):
+        if item is not None:
+            item.commit()
+        print('%s: %s' % (ini.path, 'unchanged' if item is None
+                          else 'updated'))
 
 
 def main(argv=None):
     args = _parser().parse_args(argv)
     try:
-        # Read every file first: a bad one stops the command before any
-        # file is written.
-        nova = IniFile(args.nova_conf)
-        cinder = IniFile(args.cinder_conf) \
-            if getattr(args, 'cinder_conf', None) else None
-        if args.action == 'enable':
-            enable_nova(nova, args.statebus_url)
-            if cinder is not None:
-                enable_cinder(cinder, args.statebus_url)
-        else:
-            disable_nova(nova)
-        for ini in (nova, cinder):
-            if ini is not None:
-                print('%s: %s' % (ini.path,
-                                  'updated' if ini.save() else 'unchanged'))
+        _edit(args)
     except ConfigError as exc:
-        print('mlaccel-config: error: %s' % exc, file=sys.stderr)
+        print('mlaccel-config: error: %s' % str(exc).replace('\n', '\\n'),
+              file=sys.stderr)
         return 2
     return 0
 

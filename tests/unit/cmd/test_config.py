@@ -1,7 +1,23 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
 """mlaccel-config: the nova.conf / cinder.conf edits that enable mlaccel."""
 
+import grp
 import io
 import os
+import stat
+import subprocess
+import sys
 
 import fixtures
 from oslo_config import cfg
@@ -26,13 +42,34 @@ auth_type = password
 """
 
 
-class MlaccelConfigTest(testtools.TestCase):
+def load(path):
+    """The options as Nova's services and mlaccel would read them."""
+    from nova.conf import notifications
+    from nova.conf import scheduler
+    from oslo_messaging.notify import notifier
+
+    from mlaccel.conf import statebus
+    conf = cfg.ConfigOpts()
+    conf.register_opts(scheduler.filter_scheduler_opts,
+                       group='filter_scheduler')
+    conf.register_opts(notifications.ALL_OPTS, group='notifications')
+    conf.register_opts(notifier._notifier_opts,
+                       group='oslo_messaging_notifications')
+    conf.register_opts(statebus.OPTS, group=statebus.GROUP)
+    conf(['--config-file', path], project='nova')
+    return conf
+
+
+class Base(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
         self.tmp = self.useFixture(fixtures.TempDir()).path
         self.nova = self.write('nova.conf', NOVA_CONF)
-        self.useFixture(fixtures.MonkeyPatch('sys.stdout', io.StringIO()))
+        self.stdout = io.StringIO()
+        self.stderr = io.StringIO()
+        self.useFixture(fixtures.MonkeyPatch('sys.stdout', self.stdout))
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', self.stderr))
 
     def write(self, name, text):
         path = os.path.join(self.tmp, name)
@@ -44,20 +81,44 @@ class MlaccelConfigTest(testtools.TestCase):
         with open(path) as f:
             return f.read()
 
-    def load(self, path):
-        """The options as Nova's services would read them."""
-        from nova.conf import scheduler
-        conf = cfg.ConfigOpts()
-        conf.register_opts(scheduler.filter_scheduler_opts,
-                           group='filter_scheduler')
-        conf.register_opt(cfg.StrOpt('backend_url'), group='mlaccel_statebus')
-        conf(['--config-file', path])
-        return conf
+    def read_bytes(self, path):
+        with open(path, 'rb') as f:
+            return f.read()
+
+    def main(self, *argv):
+        """The exit status of the command; argparse's exits included."""
+        try:
+            return config.main(list(argv))
+        except SystemExit as exc:
+            return exc.code
+
+    def snapshot(self):
+        """Every file under the test directory, with its content."""
+        files = {}
+        for root, dirs, names in os.walk(self.tmp):
+            for name in names:
+                path = os.path.join(root, name)
+                files[path] = None if os.path.islink(path) else \
+                    self.read_bytes(path)
+        return files
+
+    def assertRefused(self, *argv, says=''):
+        """One line on stderr, status 2, nothing changed or created."""
+        before = self.snapshot()
+        self.assertEqual(2, self.main(*argv))
+        err = self.stderr.getvalue()
+        self.assertEqual(1, err.count('\n'), err)
+        self.assertIn(says, err)
+        self.assertEqual(before, self.snapshot())
+        return err
+
+
+class EnableDisableTest(Base):
 
     def test_enable_keeps_multistr_values_and_comments(self):
-        self.assertEqual(0, config.main(['enable', '--nova-conf', self.nova,
-                                         '--statebus-url', 'redis://h:1']))
-        conf = self.load(self.nova)
+        self.assertEqual(0, self.main('enable', '--nova-conf', self.nova,
+                                      '--statebus-url', 'redis://h:1'))
+        conf = load(self.nova)
         self.assertEqual(['nova.scheduler.filters.all_filters',
                           'site.filters.MyFilter', config.MLACCEL_FILTERS],
                          conf.filter_scheduler.available_filters)
@@ -73,17 +134,18 @@ class MlaccelConfigTest(testtools.TestCase):
         self.assertIn('[placement]\nauth_type = password', text)
 
     def test_enable_is_idempotent(self):
-        config.main(['enable', '--nova-conf', self.nova])
+        self.main('enable', '--nova-conf', self.nova)
         once = self.read(self.nova)
         mtime = os.stat(self.nova).st_mtime_ns
-        config.main(['enable', '--nova-conf', self.nova])
+        self.main('enable', '--nova-conf', self.nova)
         self.assertEqual(once, self.read(self.nova))
         self.assertEqual(mtime, os.stat(self.nova).st_mtime_ns)
+        self.assertIn('nova.conf: unchanged', self.stdout.getvalue())
 
     def test_unset_options_start_from_nova_defaults(self):
         path = self.write('bare.conf', '[DEFAULT]\nhost = x\n')
-        config.main(['enable', '--nova-conf', path])
-        conf = self.load(path)
+        self.main('enable', '--nova-conf', path)
+        conf = load(path)
         from nova.conf import scheduler
         default = [opt.default for opt in scheduler.filter_scheduler_opts
                    if opt.name == 'enabled_filters'][0]
@@ -94,40 +156,288 @@ class MlaccelConfigTest(testtools.TestCase):
                          conf.filter_scheduler.available_filters)
 
     def test_disable_undoes_enable(self):
-        config.main(['enable', '--nova-conf', self.nova])
-        config.main(['disable', '--nova-conf', self.nova])
-        conf = self.load(self.nova)
+        self.main('enable', '--nova-conf', self.nova)
+        self.main('disable', '--nova-conf', self.nova)
+        conf = load(self.nova)
         self.assertNotIn(config.MLACCEL_FILTERS,
                          conf.filter_scheduler.available_filters)
         self.assertEqual(['ComputeFilter', 'MyFilter'],
                          conf.filter_scheduler.enabled_filters)
         self.assertEqual(['nova.scheduler.weights.all_weighers'],
                          conf.filter_scheduler.weight_classes)
+        self.assertEqual('unversioned',
+                         conf.notifications.notification_format)
+        self.assertEqual([], conf.oslo_messaging_notifications.driver)
 
     def test_cinder_gets_the_statebus(self):
         cinder = self.write('cinder.conf', '[DEFAULT]\nhost = c\n')
-        config.main(['enable', '--nova-conf', self.nova, '--cinder-conf',
-                     cinder, '--statebus-url', 'file:///var/lib/bus'])
+        self.main('enable', '--nova-conf', self.nova, '--cinder-conf',
+                  cinder, '--statebus-url', 'file:///var/lib/bus')
         self.assertIn('[mlaccel_statebus]\nbackend_url = file:///var/lib/bus',
                       self.read(cinder))
+        self.assertNotIn('notification', self.read(cinder))
 
-    def test_bad_file_changes_nothing(self):
-        bad = self.write('cinder.conf', '[broken\nx = 1\n')
-        stderr = self.useFixture(fixtures.StringStream('stderr'))
-        self.useFixture(fixtures.MonkeyPatch('sys.stderr', stderr.stream))
-        self.assertEqual(2, config.main(['enable', '--nova-conf', self.nova,
-                                         '--cinder-conf', bad]))
-        self.assertEqual(NOVA_CONF, self.read(self.nova))
-        self.assertEqual('[broken\nx = 1\n', self.read(bad))
-        stderr.stream.flush()
-        self.assertIn('cannot parse', stderr.getDetails()['stderr'].as_text())
-
-    def test_missing_file_is_an_error(self):
-        self.assertEqual(2, config.main(
-            ['enable', '--nova-conf', os.path.join(self.tmp, 'none.conf')]))
+    def test_key_files(self):
+        keys = {name: self.write(name, 'k\n')
+                for name in ('deployment.key', 'host.key')}
+        cinder = self.write('cinder.conf', '[DEFAULT]\nhost = c\n')
+        self.assertEqual(0, self.main(
+            'enable', '--nova-conf', self.nova, '--cinder-conf', cinder,
+            '--statebus-deployment-key-file', keys['deployment.key'],
+            '--statebus-host-key-file', keys['host.key']))
+        for path in (self.nova, cinder):
+            conf = cfg.ConfigOpts()
+            conf.register_opts([cfg.StrOpt('deployment_key_file'),
+                                cfg.StrOpt('host_key_file')],
+                               group='mlaccel_statebus')
+            conf(['--config-file', path])
+            self.assertEqual(keys['deployment.key'],
+                             conf.mlaccel_statebus.deployment_key_file)
+            self.assertEqual(keys['host.key'],
+                             conf.mlaccel_statebus.host_key_file)
 
     def test_file_mode_kept(self):
         os.chmod(self.nova, 0o640)
-        config.main(['enable', '--nova-conf', self.nova])
+        self.main('enable', '--nova-conf', self.nova)
         self.assertEqual(0o640, os.stat(self.nova).st_mode & 0o777)
         self.assertEqual(['nova.conf'], os.listdir(self.tmp))
+
+
+#: A nova.conf that disable turns back into the same text after enable.
+PLAIN = """\
+[DEFAULT]
+host = compute1
+
+[filter_scheduler]
+available_filters = nova.scheduler.filters.all_filters
+enabled_filters = ComputeFilter
+weight_classes = nova.scheduler.weights.all_weighers
+"""
+
+
+class NotificationsTest(Base):
+    """Versioned notifications on; unversioned ones kept where used."""
+
+    def enable_disable(self, text, fmt, drivers):
+        path = self.write('n.conf', text)
+        self.assertEqual(0, self.main('enable', '--nova-conf', path))
+        conf = load(path)
+        self.assertEqual(fmt, conf.notifications.notification_format)
+        self.assertEqual(drivers, conf.oslo_messaging_notifications.driver)
+        enabled = self.read(path)
+        self.main('enable', '--nova-conf', path)
+        self.assertEqual(enabled, self.read(path))
+        self.assertEqual(0, self.main('disable', '--nova-conf', path))
+        self.main('enable', '--nova-conf', path)
+        self.main('disable', '--nova-conf', path)
+        self.assertEqual(text, self.read(path))
+        return enabled
+
+    def test_nothing_sent_before(self):
+        text = self.enable_disable(PLAIN, 'versioned', ['messagingv2'])
+        self.assertIn('# %s\ndriver = messagingv2' % config.ADDED_NOTE, text)
+        self.assertIn('# %s\nnotification_format = versioned'
+                      % config.SET_NOTE % 'unset', text)
+
+    def test_noop_driver(self):
+        self.enable_disable(
+            PLAIN + '[oslo_messaging_notifications]\ndriver = noop\n',
+            'versioned', ['noop', 'messagingv2'])
+
+    def test_unversioned_in_use_stays(self):
+        # devstack's own settings
+        self.enable_disable(
+            PLAIN + '[oslo_messaging_notifications]\n'
+            'driver = messagingv2\n\n'
+            '[notifications]\nnotification_format = unversioned\n',
+            'both', ['messagingv2'])
+        self.enable_disable(
+            PLAIN + '[oslo_messaging_notifications]\ndriver = log\n',
+            'both', ['log', 'messagingv2'])
+
+    def test_deprecated_group(self):
+        self.enable_disable(
+            PLAIN.replace('host = compute1', 'host = compute1\n'
+                          'notification_format = unversioned') +
+            '[oslo_messaging_notifications]\ndriver = log\n',
+            'both', ['log', 'messagingv2'])
+
+    def test_versioned_already(self):
+        text = (PLAIN + '[oslo_messaging_notifications]\n'
+                'driver = messaging\n\n'
+                '[notifications]\nnotification_format = versioned\n')
+        path = self.write('n.conf', text)
+        self.main('enable', '--nova-conf', path)
+        self.main('disable', '--nova-conf', path)
+        self.assertEqual(['messaging'], load(path)
+                         .oslo_messaging_notifications.driver)
+        self.assertNotIn('mlaccel-config', self.read(path))
+
+    def test_disable_keeps_a_later_choice_of_the_operator(self):
+        self.main('enable', '--nova-conf', self.nova)
+        text = self.read(self.nova).replace(
+            'notification_format = versioned',
+            'notification_format = unversioned')
+        self.write('nova.conf', text)
+        self.main('disable', '--nova-conf', self.nova)
+        self.assertEqual('unversioned',
+                         load(self.nova).notifications.notification_format)
+        self.assertNotIn('mlaccel-config', self.read(self.nova))
+
+    def test_bad_format_refused(self):
+        path = self.write('n.conf', PLAIN + '[notifications]\n'
+                          'notification_format = verzioned\n')
+        self.assertRefused('enable', '--nova-conf', path,
+                           says="notification_format is 'verzioned'")
+
+
+class AttackTest(Base):
+    """The editing defects of issue 12, each tried as an attack."""
+
+    def test_group_that_lets_nova_read_the_file_kept(self):
+        if os.geteuid() != 0:
+            self.skipTest('changing a file\'s group needs root')
+        gid = grp.getgrnam('nogroup').gr_gid
+        os.chown(self.nova, 0, gid)
+        os.chmod(self.nova, 0o640)
+        self.assertEqual(0, self.main('enable', '--nova-conf', self.nova))
+        st = os.stat(self.nova)
+        self.assertEqual((0, gid, 0o640),
+                         (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)))
+
+    def test_symlinked_file_edited_through_the_link(self):
+        os.mkdir(os.path.join(self.tmp, 'real'))
+        target = os.path.join(self.tmp, 'real', 'nova.conf')
+        os.rename(self.nova, target)
+        os.symlink(target, self.nova)
+        self.assertEqual(0, self.main('enable', '--nova-conf', self.nova))
+        self.assertTrue(os.path.islink(self.nova))
+        self.assertIn('BuildSlotFilter',
+                      load(target).filter_scheduler.enabled_filters)
+        self.assertEqual(['nova.conf', 'real'], sorted(os.listdir(self.tmp)))
+
+    def test_newline_in_the_statebus_url_refused(self):
+        self.assertRefused(
+            'enable', '--nova-conf', self.nova, '--statebus-url',
+            'redis://h:1\n[DEFAULT]\ntransport_url = rabbit://evil//',
+            says='--statebus-url: must be one line')
+
+    def test_dollar_in_the_statebus_url_read_back_unchanged(self):
+        url = 'redis://:pa$group@h:6379'
+        self.assertEqual(0, self.main('enable', '--nova-conf', self.nova,
+                                      '--statebus-url', url))
+        self.assertEqual(url, load(self.nova).mlaccel_statebus.backend_url)
+
+    def test_indented_comment_after_enabled_filters(self):
+        # oslo.config reads the comment as part of the value, so Nova
+        # itself refuses it; it must not turn into a comment holding
+        # BuildSlotFilter while the command reports success.
+        text = NOVA_CONF.replace(
+            '  MyFilter', '  MyFilter\n    # BuildSlotFilter: mlaccel-config')
+        self.write('nova.conf', text)
+        err = self.assertRefused('enable', '--nova-conf', self.nova,
+                                 says='enabled_filters')
+        self.assertIn('indented line', err)
+
+    def test_every_write_is_synced(self):
+        """File and directory synced (os.fsync wrapped: no crash here)."""
+        synced = []
+        real_fsync = os.fsync
+
+        def fsync(fd):
+            st = os.fstat(fd)
+            synced.append('dir' if stat.S_ISDIR(st.st_mode) else
+                          os.readlink('/proc/self/fd/%d' % fd))
+            real_fsync(fd)
+        self.useFixture(fixtures.MonkeyPatch('os.fsync', fsync))
+        self.main('enable', '--nova-conf', self.nova)
+        self.assertEqual(2, len(synced), synced)
+        self.assertIn('.nova.conf.mlaccel-', synced[0])
+        self.assertEqual('dir', synced[1])
+
+
+class BadInputTest(Base):
+    """One line on stderr, status 2, nothing changed or created."""
+
+    def test_bad_values(self):
+        relative = 'deployment.key'
+        self.write(relative, 'k\n')
+        for argv, says in [
+                (['--statebus-url', 'http://h:1'], 'not a tooz URL'),
+                (['--statebus-url', 'file://var/lib'], 'absolute path'),
+                (['--statebus-url', 'redis://h:99999'], 'not a valid URL'),
+                (['--statebus-url', 'redis://h:1 x'], 'one line'),
+                (['--statebus-deployment-key-file', relative], 'absolute'),
+                (['--statebus-host-key-file', self.tmp + '/none.key'],
+                 'not an existing file'),
+                (['--cinder-conf', self.nova], 'same file'),
+                (['--bogus'], 'unrecognized'),
+        ]:
+            self.stderr.seek(0)
+            self.stderr.truncate()
+            self.assertRefused('enable', '--nova-conf', self.nova, *argv,
+                               says=says)
+
+    def test_bad_files(self):
+        cases = {
+            'missing': (None, 'No such file'),
+            'broken': ('[broken\nx = 1\n', 'cannot parse'),
+            'binary': (b'[DEFAULT]\nx = \xff\n', 'not UTF-8'),
+            'nosection': ('x = 1\n', 'Section must be started'),
+            'dir': ('dir', 'not a regular file'),
+        }
+        for name, (content, says) in cases.items():
+            path = os.path.join(self.tmp, name + '.conf')
+            if content == 'dir':
+                os.mkdir(path)
+            elif isinstance(content, bytes):
+                with open(path, 'wb') as f:
+                    f.write(content)
+            elif content is not None:
+                self.write(name + '.conf', content)
+            self.stderr.seek(0)
+            self.stderr.truncate()
+            self.assertRefused('enable', '--nova-conf', self.nova,
+                               '--cinder-conf', path, says=says)
+
+    def test_a_hard_link_is_not_split(self):
+        os.link(self.nova, os.path.join(self.tmp, 'other.conf'))
+        self.assertRefused('enable', '--nova-conf', self.nova,
+                           says='2 hard links')
+
+    def run_command(self, *argv, user=None):
+        return subprocess.run(
+            [sys.executable, '-m', 'mlaccel.cmd.config'] + list(argv),
+            capture_output=True, text=True, user=user)
+
+    def test_console_never_shows_a_traceback(self):
+        before = self.snapshot()
+        for argv in ([], ['enable'], ['enable', '--nova-conf',
+                                      self.tmp + '/none.conf'],
+                     ['disable', '--nova-conf', self.tmp]):
+            proc = self.run_command(*argv)
+            self.assertEqual(2, proc.returncode)
+            self.assertEqual(1, proc.stderr.count('\n'), proc.stderr)
+            self.assertTrue(proc.stderr.startswith('mlaccel-config'),
+                            proc.stderr)
+        self.assertEqual(before, self.snapshot())
+
+    def test_unreadable_and_unwritable(self):
+        if os.geteuid() != 0:
+            self.skipTest('running as another user needs root')
+        os.chmod(self.nova, 0o600)
+        os.chmod(self.tmp, 0o777)
+        proc = self.run_command('enable', '--nova-conf', self.nova,
+                                user='nobody')
+        self.assertEqual((2, 'mlaccel-config: error: cannot read %s: '
+                          'Permission denied\n' % self.nova),
+                         (proc.returncode, proc.stderr))
+        # Readable and writable, but owned by root: it cannot be replaced
+        # by a file of the same owner, so it is left alone.
+        os.chmod(self.nova, 0o666)
+        before = self.snapshot()
+        proc = self.run_command('enable', '--nova-conf', self.nova,
+                                user='nobody')
+        self.assertEqual(2, proc.returncode)
+        self.assertIn('cannot keep the owner and group', proc.stderr)
+        self.assertEqual(before, self.snapshot())
