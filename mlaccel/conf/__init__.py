@@ -9,6 +9,7 @@ daemon, the launcher) registers all groups on its own ``ConfigOpts`` through
 
 from oslo_config import cfg
 
+from mlaccel.conf import cinder
 from mlaccel.conf import costmodel
 from mlaccel.conf import launcher
 from mlaccel.conf import scheduler
@@ -17,7 +18,7 @@ from mlaccel.conf import taskd
 
 CONF = cfg.CONF
 
-_MODULES = (costmodel, launcher, scheduler, statebus, taskd)
+_MODULES = (cinder, costmodel, launcher, scheduler, statebus, taskd)
 
 
 def register_group(conf, module):

@@ -1,0 +1,176 @@
+"""Golden volumes: one image's bytes on one backend, owned by Cinder's
+internal tenant.
+
+A golden volume is an ordinary Cinder volume row (so quota, ``cinder
+list --all-tenants`` and the backend agree) whose metadata names the image
+it holds. That metadata is the cache's durable state: after a restart the
+cache is rebuilt from these rows and the backend.
+"""
+
+import math
+import os
+import time
+
+from oslo_log import log as logging
+from oslo_utils import timeutils
+from oslo_utils import units
+
+from cinder import context as cinder_context
+from cinder import exception
+from cinder import objects
+from cinder.objects import fields
+from cinder import quota
+
+LOG = logging.getLogger(__name__)
+QUOTAS = quota.QUOTAS
+
+IMAGE_KEY = 'mlaccel_golden_image'
+CHECKSUM_KEY = 'mlaccel_image_checksum'
+UPDATED_KEY = 'mlaccel_image_updated_at'
+SIZE_KEY = 'mlaccel_image_size'
+COST_KEY = 'mlaccel_cost'
+
+
+class NoInternalTenant(Exception):
+    """Cinder's internal tenant is not configured."""
+
+
+def image_version(image_meta):
+    """``(checksum, updated_at)`` strings identifying an image's content."""
+    checksum = (image_meta.get('os_hash_value')
+                or image_meta.get('checksum') or '')
+    updated = image_meta.get('updated_at') or ''
+    if not isinstance(updated, str):
+        updated = timeutils.normalize_time(updated).isoformat()
+    return checksum, updated
+
+
+def image_bytes(image_meta):
+    return int(image_meta.get('virtual_size') or image_meta.get('size') or 0)
+
+
+def size_gb(image_meta):
+    return max(1, math.ceil(image_bytes(image_meta) / units.Gi))
+
+
+def internal_context():
+    ctx = cinder_context.get_internal_tenant_context()
+    if ctx is None:
+        raise NoInternalTenant()
+    return ctx
+
+
+class GoldenStore:
+    """Create, check, find and delete golden volumes through a backend."""
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    def create(self, user_context, like, image_meta, image_service):
+        """Make and fill a golden volume for ``image_meta`` beside ``like``.
+
+        :returns: ``(volume, seconds it took)``.
+        :raises NoInternalTenant, exception.OverQuota: nothing was made.
+        :raises: the backend's or the download's error; nothing is left.
+        """
+        ctx = internal_context()
+        size = size_gb(image_meta)
+        opts = {'volumes': 1, 'gigabytes': size}
+        QUOTAS.add_volume_type_opts(ctx, opts, like.volume_type_id)
+        reservations = QUOTAS.reserve(ctx, **opts)
+        checksum, updated = image_version(image_meta)
+        image_id = image_meta['id']
+        try:
+            volume = objects.Volume(
+                context=ctx, host=like.host, cluster_name=like.cluster_name,
+                availability_zone=like.availability_zone,
+                volume_type_id=like.volume_type_id, size=size,
+                status='creating',
+                attach_status=fields.VolumeAttachStatus.DETACHED,
+                user_id=ctx.user_id, project_id=ctx.project_id,
+                display_name='mlaccel-golden-%s' % image_id,
+                metadata={IMAGE_KEY: image_id, CHECKSUM_KEY: checksum,
+                          UPDATED_KEY: updated,
+                          SIZE_KEY: str(image_bytes(image_meta))})
+            volume.create()
+        except Exception:
+            QUOTAS.rollback(ctx, reservations)
+            raise
+        QUOTAS.commit(ctx, reservations, project_id=ctx.project_id)
+        start = time.monotonic()
+        try:
+            update = self.backend.create_volume(volume)
+            if update:
+                volume.update(update)
+                volume.save()
+            self.backend.copy_image_to_volume(user_context, volume,
+                                              image_service, image_id)
+        except Exception:
+            LOG.warning('Golden volume %s for image %s failed; removing it',
+                        volume.id, image_id)
+            self.delete(volume)
+            raise
+        cost = time.monotonic() - start
+        volume.status = 'available'
+        volume.metadata = dict(volume.metadata, **{COST_KEY: '%.3f' % cost})
+        volume.save()
+        return volume, cost
+
+    def delete(self, volume):
+        """Delete a golden volume from the backend, the DB and the quota."""
+        ctx = internal_context()
+        try:
+            self.backend.delete_volume(volume)
+        except Exception:
+            LOG.exception('Backend could not delete golden volume %s',
+                          volume.id)
+            volume.status = 'error_deleting'
+            volume.save()
+            return False
+        try:
+            opts = {'volumes': -1, 'gigabytes': -volume.size}
+            QUOTAS.add_volume_type_opts(ctx, opts, volume.volume_type_id)
+            reservations = QUOTAS.reserve(ctx, project_id=volume.project_id,
+                                          **opts)
+            QUOTAS.commit(ctx, reservations, project_id=volume.project_id)
+        except Exception:
+            LOG.exception('Quota release for golden volume %s failed',
+                          volume.id)
+        try:
+            volume.destroy()
+        except exception.VolumeNotFound:
+            pass
+        return True
+
+    def get(self, volume_id):
+        """The golden volume row, or None if it was deleted."""
+        try:
+            return objects.Volume.get_by_id(internal_context(), volume_id)
+        except exception.VolumeNotFound:
+            return None
+
+    def alive(self, volume_id):
+        """The golden volume row if it is available and its data exists."""
+        volume = self.get(volume_id)
+        if volume is None or volume.status != 'available':
+            return None
+        path = self._local_path(volume)
+        if path is not None and not os.path.exists(path):
+            return None
+        return volume
+
+    def _local_path(self, volume):
+        try:
+            return self.backend.local_path(volume)
+        except (NotImplementedError, AttributeError):
+            return None
+
+    def find(self, host):
+        """Every golden volume row on ``host`` (a backend, ``host@name``)."""
+        ctx = internal_context()
+        found = []
+        for volume in objects.VolumeList.get_all_by_host(ctx, host):
+            if (volume.project_id == ctx.project_id
+                    and IMAGE_KEY in (volume.metadata or {})):
+                found.append(volume)
+        return found

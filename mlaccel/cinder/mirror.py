@@ -1,0 +1,259 @@
+"""Create volumes from images as clones of golden volumes.
+
+:class:`Mirror` is the whole cache for one backend: it serves
+``clone_image`` and is driven by the mirror-volume driver. A request for
+an image whose golden volume is ready clones it (a hit). Otherwise one
+request per image, the flight's leader, downloads the image into a new
+golden volume while concurrent requests for it wait (single flight); then
+all clone. Whenever the cache cannot serve (no internal tenant, its quota
+exhausted, no room under the limits) the request takes Cinder's normal path
+by returning ``(None, False)``; a download or copy that fails is the
+request's error, with nothing left behind.
+"""
+
+import threading
+
+from oslo_log import log as logging
+from oslo_utils import excutils
+
+from cinder import context as cinder_context
+from cinder import exception
+
+from mlaccel.cinder import cache
+from mlaccel.cinder import golden
+from mlaccel.cinder import notify
+from mlaccel.cinder import singleflight
+from mlaccel import limiter
+
+LOG = logging.getLogger(__name__)
+
+
+class _Degrade(Exception):
+    """The cache cannot serve this request; Cinder's normal path will."""
+
+
+class Mirror:
+    """The golden-volume cache of one backend.
+
+    :param backend: the real volume driver (its ``create_cloned_volume``,
+        ``create_volume``, ``copy_image_to_volume`` and ``delete_volume``).
+    :param host: the backend's ``host@backend`` name.
+    :param conf: the ``[mlaccel_cinder]`` option group.
+    """
+
+    def __init__(self, backend, host, conf):
+        self.backend = backend
+        self.host = host
+        self.conf = conf
+        self.store = golden.GoldenStore(backend)
+        self.notifier = notify.Notifier(host)
+        self.cache = cache.MirrorCache(
+            self._delete_golden, max_bytes=conf.max_cache_mib * 1024 * 1024,
+            max_count=conf.max_cache_count, on_evict=self._evicted)
+        self.flights = singleflight.SingleFlight()
+        self.downloads = limiter.AdaptiveLimiter(
+            initial=1, min_limit=1, max_limit=conf.max_concurrent_downloads)
+        self.stats = {'hit': 0, 'miss': 0, 'join': 0, 'degrade': 0,
+                      'evict': 0, 'rebuild': 0, 'fill': 0}
+        self._stats_lock = threading.Lock()
+        self._context = None
+
+    def _count(self, what):
+        with self._stats_lock:
+            self.stats[what] += 1
+
+    # -- start ----------------------------------------------------------
+
+    def recover(self):
+        """Rebuild the index from the golden volume rows and the backend.
+
+        Rows not available (a fill cut short by a crash) and rows whose data
+        is gone are deleted; the rest are indexed.
+        """
+        try:
+            found = self.store.find(self.host)
+        except golden.NoInternalTenant:
+            LOG.warning('No Cinder internal tenant configured: the '
+                        'mirror-volume cache is off; volumes from images '
+                        'take Cinder\'s normal path.')
+            return 0
+        restored = 0
+        for volume in found:
+            meta = volume.metadata
+            image_id = meta[golden.IMAGE_KEY]
+            if self.store.alive(volume.id) is None:
+                LOG.info('Removing golden volume %s of image %s: %s',
+                         volume.id, image_id, volume.status)
+                self.store.delete(volume)
+                continue
+            entry = cache.Entry(
+                image_id, int(meta.get(golden.SIZE_KEY, 0)),
+                (meta.get(golden.CHECKSUM_KEY, ''),
+                 meta.get(golden.UPDATED_KEY, '')),
+                volume_id=volume.id,
+                cost=float(meta.get(golden.COST_KEY, 0) or 0))
+            if self.cache.by_volume(volume.id) is None:
+                self.cache.restore(entry)
+                restored += 1
+        LOG.info('Mirror-volume cache of %s: %d golden volumes restored',
+                 self.host, restored)
+        return restored
+
+    # -- the clone_image path ---------------------------------------------
+
+    def clone_image(self, context, volume, image_meta, image_service):
+        """Clone the image's golden volume into ``volume``.
+
+        :returns: ``(model_update, True)``, or ``(None, False)`` for
+            Cinder's normal path.
+        """
+        image_id = image_meta['id']
+        version = golden.image_version(image_meta)
+        if volume.size < golden.size_gb(image_meta):
+            return None, False
+        try:
+            missed = False
+            for _attempt in range(3):
+                entry = self.cache.acquire(image_id, version)
+                if entry is not None:
+                    update = self._clone(context, volume, entry)
+                    if update is not False:
+                        if not missed:
+                            self._count('hit')
+                            self.notifier.cache(context, 'hit', image_id)
+                        return update, True
+                    continue
+                missed = True
+                self._fill_once(context, volume, image_meta, image_service)
+            raise exception.ImageCopyFailure(
+                reason='golden volume of image %s kept disappearing'
+                       % image_id)
+        except _Degrade as e:
+            self._count('degrade')
+            self.notifier.mirror(context, 'degrade', image_id,
+                                 reason=str(e))
+            LOG.info('Volume %s from image %s takes Cinder\'s normal path: '
+                     '%s', volume.id, image_id, e)
+            return None, False
+
+    def _clone(self, context, volume, entry):
+        """Clone ``entry`` into ``volume``; False if the golden is gone."""
+        try:
+            source = self.store.alive(entry.volume_id)
+            if source is None:
+                self._gone(context, entry)
+                return False
+            try:
+                return self.backend.create_cloned_volume(volume, source) or {}
+            except Exception:
+                with excutils.save_and_reraise_exception() as ctx:
+                    if self.store.alive(entry.volume_id) is None:
+                        ctx.reraise = False
+                        self._gone(context, entry)
+                        return False
+        finally:
+            self.cache.release(entry)
+
+    def _gone(self, context, entry):
+        LOG.warning('Golden volume %s of image %s is gone; rebuilding',
+                    entry.volume_id, entry.image_id)
+        self._count('rebuild')
+        self.cache.forget(entry)
+        self._delete_golden(entry)
+        self.notifier.mirror(context, 'rebuild', entry.image_id,
+                             volume_id=entry.volume_id)
+
+    def _fill_once(self, context, volume, image_meta, image_service,
+                   pinned=False):
+        image_id = image_meta['id']
+        try:
+            _result, leader = self.flights.do(
+                image_id,
+                lambda: self._fill(context, volume, image_meta,
+                                   image_service, pinned),
+                timeout=self.conf.wait_timeout)
+        except singleflight.FlightTimeout as e:
+            raise exception.ImageCopyFailure(
+                reason='waited for the download of image %s: %s'
+                       % (image_id, e))
+        if not leader:
+            self._count('join')
+            self.notifier.mirror(context, 'join', image_id)
+
+    def _fill(self, context, like, image_meta, image_service, pinned):
+        image_id = image_meta['id']
+        self._count('miss')
+        self.notifier.cache(context, 'miss', image_id)
+        try:
+            entry = self.cache.reserve(
+                image_id, golden.image_bytes(image_meta),
+                golden.image_version(image_meta), pinned=pinned)
+        except cache.NoRoom:
+            raise _Degrade('image %s does not fit the cache limits'
+                           % image_id)
+        try:
+            with self.downloads.slot():
+                volume, cost = self.store.create(context, like, image_meta,
+                                                 image_service)
+        except golden.NoInternalTenant:
+            self.cache.forget(entry)
+            raise _Degrade('no Cinder internal tenant is configured')
+        except exception.OverQuota as e:
+            self.cache.forget(entry)
+            raise _Degrade('internal tenant quota: %s' % e)
+        except Exception as e:
+            self.cache.forget(entry)
+            LOG.exception('Filling golden volume of image %s failed',
+                          image_id)
+            if isinstance(e, exception.CinderException):
+                detail = e.msg
+            else:
+                detail = '%s: %s' % (type(e).__name__, e)
+            raise exception.ImageCopyFailure(
+                reason='image %s could not be copied into its golden volume '
+                       '(%s)' % (image_id, detail))
+        self.cache.filled(entry, volume.id, cost)
+        self._count('fill')
+        self.notifier.mirror(context, 'fill', image_id, volume_id=volume.id,
+                             seconds=round(cost, 3))
+        return volume.id
+
+    # -- operator actions -----------------------------------------------
+
+    def prewarm(self, context, image_meta, image_service, like, pin=None):
+        """Make the golden volume of an image now; True if one was made."""
+        pin = self.conf.pin_prewarmed if pin is None else pin
+        version = golden.image_version(image_meta)
+        entry = self.cache.acquire(image_meta['id'], version)
+        if entry is not None:
+            entry.pinned = entry.pinned or pin
+            self.cache.release(entry)
+            return False
+        self._fill_once(context, like, image_meta, image_service, pin)
+        self.notifier.mirror(context, 'prewarm', image_meta['id'])
+        return True
+
+    def evict(self, image_id):
+        return self.cache.evict(image_id)
+
+    def forget_volume(self, volume_id):
+        """A golden volume is being deleted through Cinder: drop its entry."""
+        entry = self.cache.by_volume(volume_id)
+        if entry is not None:
+            self.cache.forget(entry)
+
+    # -- callbacks --------------------------------------------------------
+
+    def _delete_golden(self, entry):
+        try:
+            volume = self.store.get(entry.volume_id)
+            if volume is not None:
+                self.store.delete(volume)
+        except Exception:
+            LOG.exception('Deleting golden volume %s of image %s failed',
+                          entry.volume_id, entry.image_id)
+
+    def _evicted(self, entry):
+        self._count('evict')
+        self.notifier.cache(cinder_context.get_admin_context(), 'evict',
+                            entry.image_id)

@@ -1,0 +1,34 @@
+"""Notifications of the mirror-volume cache.
+
+Cinder's own ``image_volume_cache.{hit,miss,evict}`` (payload ``image_id``,
+``host``), so existing consumers keep working, plus ``mlaccel.mirror.*``:
+``join`` (a request waited for another's download instead of downloading),
+``fill`` (a golden volume was made; ``seconds``), ``prewarm``, ``degrade``
+(the request took Cinder's normal path; ``reason``) and ``rebuild`` (a golden
+volume found gone was dropped).
+"""
+
+from oslo_log import log as logging
+
+from cinder import rpc
+from cinder import utils
+
+LOG = logging.getLogger(__name__)
+
+
+class Notifier:
+    def __init__(self, host):
+        self.host = host
+
+    @utils.if_notifications_enabled
+    def _send(self, context, event, payload):
+        rpc.get_notifier('volume', self.host).info(context, event, payload)
+
+    def cache(self, context, action, image_id):
+        self._send(context, 'image_volume_cache.%s' % action,
+                   {'image_id': image_id, 'host': self.host})
+
+    def mirror(self, context, action, image_id, **extra):
+        payload = dict(extra, image_id=image_id, host=self.host)
+        LOG.debug('mirror %s: %s', action, payload)
+        self._send(context, 'mlaccel.mirror.%s' % action, payload)
