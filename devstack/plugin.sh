@@ -18,12 +18,54 @@ function install_mlaccel {
     setup_develop "$MLACCEL_DIR"
 }
 
+# The host name nova-compute reports under (its [DEFAULT] host, else the
+# machine's name): the name a host key signs for.
+function _mlaccel_compute_host {
+    local host
+    host=$(iniget "$NOVA_CONF" DEFAULT host)
+    echo "${host:-$(hostname)}"
+}
+
+# Host reports are signed: readers (the schedulers) hold the deployment
+# key, each compute node only its own host key, derived from it. Keys are
+# made once and kept across re-stacks.
+function configure_mlaccel_statebus_keys {
+    local deployment=$MLACCEL_STATEBUS_DEPLOYMENT_KEY_FILE
+    local host=$MLACCEL_STATEBUS_HOST_KEY_FILE
+    local statebus
+    statebus=$(_mlaccel_bin mlaccel-statebus)
+    sudo install -d -m 0700 -o "$STACK_USER" "$(dirname "$deployment")" \
+        "$(dirname "$host")"
+    if is_service_enabled n-sch c-sch && [[ ! -f $deployment ]]; then
+        "$statebus" keygen --output "$deployment"
+    fi
+    if is_service_enabled n-cpu && [[ ! -f $host ]]; then
+        if [[ ! -f $deployment ]]; then
+            die $LINENO "no host key $host: make it where the deployment" \
+                "key is (mlaccel-statebus derive --host" \
+                "$(_mlaccel_compute_host)) and copy it here"
+        fi
+        "$statebus" derive --deployment-key-file "$deployment" \
+            --host "$(_mlaccel_compute_host)" --output "$host"
+    fi
+}
+
 function configure_mlaccel {
     if [[ $MLACCEL_STATEBUS_URL == file://* ]]; then
         mkdir -p "${MLACCEL_STATEBUS_URL#file://}"
     fi
+    configure_mlaccel_statebus_keys
+    # nova.conf is also the base of the computes' nova-cpu.conf; enable
+    # turns on the versioned notifications the launcher's records use.
     local args=(enable --nova-conf "$NOVA_CONF"
                 --statebus-url "$MLACCEL_STATEBUS_URL")
+    if is_service_enabled n-sch c-sch; then
+        args+=(--statebus-deployment-key-file
+               "$MLACCEL_STATEBUS_DEPLOYMENT_KEY_FILE")
+    fi
+    if is_service_enabled n-cpu; then
+        args+=(--statebus-host-key-file "$MLACCEL_STATEBUS_HOST_KEY_FILE")
+    fi
     if is_service_enabled c-vol; then
         args+=(--cinder-conf "$CINDER_CONF")
     fi
@@ -58,7 +100,10 @@ function cleanup_mlaccel {
     if [[ $MLACCEL_STATEBUS_URL == file://* ]]; then
         rm -rf "${MLACCEL_STATEBUS_URL#file://}"
     fi
-    sudo rm -rf "$MLACCEL_CONF_DIR/guest"
+    sudo rm -rf "$MLACCEL_CONF_DIR/guest" \
+        "$MLACCEL_STATEBUS_DEPLOYMENT_KEY_FILE" \
+        "$MLACCEL_STATEBUS_HOST_KEY_FILE"
+    sudo rmdir "$MLACCEL_STATEBUS_KEY_DIR" 2> /dev/null || true
 }
 
 if is_service_enabled mlaccel; then

@@ -30,16 +30,17 @@ function trueorfalse {
 function setup_develop { echo "setup_develop $*" >> "$SHIM_CALLS"; }
 function get_python_exec_prefix { dirname "$SHIM_PYTHON"; }
 function echo_summary { echo "summary: $*"; }
+function die { shift; echo "die: $*" >&2; exit 1; }
 function sudo { "$@"; }
 function iniset {
     "$SHIM_PYTHON" -c 'import sys
-from mlaccel.cmd.config import IniFile
+from mlaccel.inifile import IniFile
 ini = IniFile(sys.argv[1]); ini.set(sys.argv[2], sys.argv[3], [sys.argv[4]])
 ini.save()' "$@"
 }
 function iniget {
     "$SHIM_PYTHON" -c 'import sys
-from mlaccel.cmd.config import IniFile
+from mlaccel.inifile import IniFile
 values = IniFile(sys.argv[1]).get(sys.argv[2], sys.argv[3]) or [""]
 print(values[-1])' "$@"
 }

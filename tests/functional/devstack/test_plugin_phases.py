@@ -1,3 +1,15 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
 """The devstack plugin's phases, run against the test cloud's config files.
 
 devstack itself is not installed here: ``devstack_shim.sh`` stands in for
@@ -9,7 +21,10 @@ weigher loaders reading the result.
 """
 
 import os
+import pwd
 import shutil
+import socket
+import stat
 import subprocess
 import sys
 
@@ -18,6 +33,8 @@ from oslo_config import cfg
 import testtools
 
 from mlaccel.cmd import config as mlaccel_config
+from mlaccel import inifile
+from mlaccel.statebus import keys
 from mlaccel.testing.aio import configs
 from mlaccel.testing.aio import layout as aio_layout
 
@@ -46,47 +63,62 @@ class DevstackPluginPhasesTest(testtools.TestCase):
         self.calls = os.path.join(self.tmp, 'calls')
         self.statebus = os.path.join(self.tmp, 'data', 'mlaccel', 'statebus')
         self.conf_dir = os.path.join(self.tmp, 'etc-mlaccel')
+        self.deployment_key = os.path.join(self.conf_dir, 'statebus',
+                                           'deployment.key')
+        self.host_key = os.path.join(self.conf_dir, 'statebus', 'host.key')
 
-    def phase(self, *args):
+    def phase(self, *args, services='n-api,n-sch,n-cpu,c-vol,tempest',
+              status=0):
         env = dict(
             os.environ, SHIM_CALLS=self.calls, SHIM_PYTHON=sys.executable,
             MLACCEL_BIN_DIR=os.path.dirname(sys.executable),
-            ENABLED_SERVICES='n-api,n-sch,n-cpu,c-vol,tempest',
+            ENABLED_SERVICES=services,
             DEST=self.tmp, DATA_DIR=os.path.join(self.tmp, 'data'),
+            STACK_USER=pwd.getpwuid(os.geteuid()).pw_name,
             MLACCEL_CONF_DIR=self.conf_dir, NOVA_CONF=self.nova_conf,
             CINDER_CONF=self.cinder_conf, TEMPEST_CONFIG=self.tempest_conf)
         script = ('set -eu -o pipefail; source "%s"; source "%s/settings"; '
                   'source "%s/plugin.sh" "$@"' % (SHIM, PLUGIN, PLUGIN))
         proc = subprocess.run(['bash', '-c', script, 'plugin'] + list(args),
                               env=env, capture_output=True, text=True)
-        self.assertEqual(0, proc.returncode,
-                         'phase %s failed:\n%s' % (args, proc.stderr[-3000:]))
+        self.assertEqual(status, proc.returncode,
+                         'phase %s:\n%s' % (args, proc.stderr[-1500:]))
+        return proc
 
     def read(self, path):
         with open(path) as f:
             return f.read()
 
     def test_phases(self):
-        # What the harness makes of the same file with the same command.
         expected = os.path.join(self.tmp, 'expected-nova.conf')
         shutil.copy(self.nova_conf, expected)
-        self.assertEqual(0, mlaccel_config.main([
-            'enable', '--nova-conf', expected, '--statebus-url',
-            'file://' + self.statebus]))
 
         self.phase('stack', 'install')
         self.assertIn('setup_develop %s/mlaccel' % self.tmp,
                       self.read(self.calls))
 
         self.phase('stack', 'post-config')
+        # What the harness makes of the same file with the same command.
+        self.assertEqual(0, mlaccel_config.main([
+            'enable', '--nova-conf', expected, '--statebus-url',
+            'file://' + self.statebus,
+            '--statebus-deployment-key-file', self.deployment_key,
+            '--statebus-host-key-file', self.host_key]))
         self.assertEqual(self.read(expected), self.read(self.nova_conf))
         self.assertTrue(os.path.isdir(self.statebus))
-        self.assertIn('backend_url = file://' + self.statebus,
-                      self.read(self.cinder_conf))
-        before = self.read(self.nova_conf)
+        cinder = inifile.IniFile(self.cinder_conf)
+        self.assertEqual(['file://' + self.statebus],
+                         cinder.get('mlaccel_statebus', 'backend_url'))
+        self.assertEqual([self.deployment_key], cinder.get(
+            'mlaccel_statebus', 'deployment_key_file'))
+        self.assert_keys()
+        before = [self.read(path) for path in (
+            self.nova_conf, self.deployment_key, self.host_key)]
         self.phase('stack', 'post-config')
-        self.assertEqual(before, self.read(self.nova_conf))
+        self.assertEqual(before, [self.read(path) for path in (
+            self.nova_conf, self.deployment_key, self.host_key)])
         self.assert_nova_loads_plugins()
+        self.assert_nova_sends_versioned_notifications()
 
         self.phase('stack', 'extra')
         unit = self.read(os.path.join(self.conf_dir, 'guest',
@@ -97,7 +129,7 @@ class DevstackPluginPhasesTest(testtools.TestCase):
                 '#cloud-config'))
 
         self.phase('stack', 'test-config')
-        tempest = mlaccel_config.IniFile(self.tempest_conf)
+        tempest = inifile.IniFile(self.tempest_conf)
         self.assertEqual(['True'], tempest.get('service_available',
                                                'mlaccel'))
         self.assertEqual(['True'], tempest.get('service_available', 'nova'))
@@ -111,6 +143,51 @@ class DevstackPluginPhasesTest(testtools.TestCase):
         self.assertFalse(os.path.exists(self.statebus))
         self.assertFalse(os.path.exists(os.path.join(self.conf_dir,
                                                      'guest')))
+        self.assertFalse(os.path.exists(os.path.dirname(self.host_key)))
+
+    def test_compute_only_node(self):
+        """Without the deployment key: only a copied host key is used."""
+        before = self.read(self.nova_conf)
+        proc = self.phase('stack', 'post-config', services='n-cpu',
+                          status=1)
+        self.assertIn('die: no host key %s' % self.host_key, proc.stderr)
+        self.assertEqual(before, self.read(self.nova_conf))
+        with open(self.host_key, 'w') as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write('ab' * 32 + '\n')
+        self.phase('stack', 'post-config', services='n-cpu')
+        nova = inifile.IniFile(self.nova_conf)
+        self.assertEqual([self.host_key],
+                         nova.get('mlaccel_statebus', 'host_key_file'))
+        self.assertIsNone(nova.get('mlaccel_statebus', 'deployment_key_file'))
+        self.assertFalse(os.path.exists(self.deployment_key))
+
+    def assert_keys(self):
+        """A deployment key, and the compute's key derived from it."""
+        host = (inifile.IniFile(self.nova_conf).get('DEFAULT', 'host') or
+                [socket.gethostname()])[-1]
+        for path in (self.deployment_key, self.host_key):
+            self.assertEqual(0o600, stat.S_IMODE(os.stat(path).st_mode))
+        self.assertEqual(0o700, stat.S_IMODE(os.stat(
+            os.path.dirname(self.host_key)).st_mode))
+        self.assertEqual(
+            keys.derive(keys.read_deployment_key(self.deployment_key),
+                        host),
+            keys.read_host_key(self.host_key))
+
+    def assert_nova_sends_versioned_notifications(self):
+        """As Nova reads the edited file (the test cloud's driver is noop)."""
+        from nova.conf import notifications
+        from oslo_messaging.notify import notifier
+
+        conf = cfg.ConfigOpts()
+        conf.register_opts(notifications.ALL_OPTS, group='notifications')
+        conf.register_opts(notifier._notifier_opts,
+                           group='oslo_messaging_notifications')
+        conf(['--config-file', self.nova_conf], project='nova')
+        self.assertEqual('versioned', conf.notifications.notification_format)
+        self.assertEqual(['noop', 'messagingv2'],
+                         conf.oslo_messaging_notifications.driver)
 
     def assert_nova_loads_plugins(self):
         """Nova's own loaders find mlaccel's classes from the edited file."""
@@ -130,7 +207,6 @@ class DevstackPluginPhasesTest(testtools.TestCase):
         self.assertEqual(set(), set(opts.enabled_filters) - filter_names)
         weigher_names = {cls.__name__ for cls in weights.HostWeightHandler()
                          .get_matching_classes(opts.weight_classes)}
-        self.assertIn('ImageLocalityWeigher', weigher_names)
         self.assertIn('LifecycleWeigher', weigher_names)
         self.assertIn('RAMWeigher', weigher_names)
 
