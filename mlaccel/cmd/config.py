@@ -68,6 +68,8 @@ _SET_NOTE_RE = re.compile(r'^Set by mlaccel-config enable \(was: (\S+)\); '
 ConfigError = inifile.Error
 _CLASS_RE = re.compile(r'^[A-Za-z_]\w*$')
 _PATH_RE = re.compile(r'^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$')
+_LIST_ITEMS = {'enabled_filters': (_CLASS_RE, 'a filter class name'),
+               'weight_classes': (_PATH_RE, 'a dotted weigher path')}
 
 
 def _nova_default(name):
@@ -84,36 +86,28 @@ def _nova_default(name):
     raise ConfigError('nova has no option [%s] %s' % (SCHEDULER_GROUP, name))
 
 
-def _checked(ini, name, items, pattern, what):
-    for item in items:
-        if not pattern.match(item):
-            hint = ' (oslo.config reads an indented line after an option, ' \
-                'even a comment, as part of its value)' if '\n' in item \
-                else ''
-            raise ConfigError('%s: [%s] %s holds %r, not %s%s' % (
-                ini.path, SCHEDULER_GROUP, name, item, what, hint))
-    return items
-
-
-def _list_value(ini, name, pattern, what):
+def _edit_list(ini, name, change, unset_too=True):
+    """Apply ``change`` to the items of a comma-separated list option."""
     values = ini.get(SCHEDULER_GROUP, name)
     if values is None:
-        return _nova_default(name)
-    # oslo.config keeps the last of repeated single-valued options.
-    return _checked(ini, name, [item.strip() for item in values[-1].split(',')
-                                if item.strip()], pattern, what)
-
-
-def _set_list(ini, name, items):
-    ini.set(SCHEDULER_GROUP, name, [','.join(items)])
-
-
-def _with(items, extra):
-    return items + [item for item in extra if item not in items]
-
-
-def _without(items, extra):
-    return [item for item in items if item not in extra]
+        if not unset_too:
+            return
+        items = _nova_default(name)
+    else:
+        # oslo.config keeps the last of repeated single-valued options.
+        items = [item.strip() for item in values[-1].split(',')
+                 if item.strip()]
+        pattern, what = _LIST_ITEMS[name]
+        for item in items:
+            if not pattern.match(item):
+                hint = ' (oslo.config reads an indented line after an ' \
+                    'option, even a comment, as part of its value)' \
+                    if '\n' in item else ''
+                raise ConfigError('%s: [%s] %s holds %r, not %s%s' % (
+                    ini.path, SCHEDULER_GROUP, name, item, what, hint))
+    new = change(items)
+    if values is None or new != items:
+        ini.set(SCHEDULER_GROUP, name, [','.join(new)])
 
 
 def enable_scheduler(ini):
@@ -125,25 +119,21 @@ def enable_scheduler(ini):
             ini.add(SCHEDULER_GROUP, 'available_filters', value)
     if MLACCEL_FILTERS not in filters:
         ini.add(SCHEDULER_GROUP, 'available_filters', MLACCEL_FILTERS)
-    _set_list(ini, 'enabled_filters', _with(_list_value(
-        ini, 'enabled_filters', _CLASS_RE, 'a filter class name'),
-        MLACCEL_ENABLED_FILTERS))
-    _set_list(ini, 'weight_classes', _with(_list_value(
-        ini, 'weight_classes', _PATH_RE, 'a dotted weigher path'),
-        [MLACCEL_WEIGHERS]))
+    _edit_list(ini, 'enabled_filters', lambda items: items + [
+        name for name in MLACCEL_ENABLED_FILTERS if name not in items])
+    _edit_list(ini, 'weight_classes', lambda items: items + [
+        path for path in [MLACCEL_WEIGHERS] if path not in items])
 
 
 def disable_scheduler(ini):
     """Undo :func:`enable_scheduler`."""
     ini.remove(SCHEDULER_GROUP, 'available_filters', MLACCEL_FILTERS)
-    if ini.get(SCHEDULER_GROUP, 'enabled_filters') is not None:
-        _set_list(ini, 'enabled_filters', _without(_list_value(
-            ini, 'enabled_filters', _CLASS_RE, 'a filter class name'),
-            MLACCEL_ENABLED_FILTERS))
-    if ini.get(SCHEDULER_GROUP, 'weight_classes') is not None:
-        _set_list(ini, 'weight_classes', _without(_list_value(
-            ini, 'weight_classes', _PATH_RE, 'a dotted weigher path'),
-            [MLACCEL_WEIGHERS]))
+    _edit_list(ini, 'enabled_filters', lambda items: [
+        name for name in items if name not in MLACCEL_ENABLED_FILTERS],
+        unset_too=False)
+    _edit_list(ini, 'weight_classes', lambda items: [
+        path for path in items if path != MLACCEL_WEIGHERS],
+        unset_too=False)
 
 
 def _notification_format(ini):

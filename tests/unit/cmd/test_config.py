@@ -142,6 +142,27 @@ class EnableDisableTest(Base):
         self.assertEqual(mtime, os.stat(self.nova).st_mtime_ns)
         self.assertIn('nova.conf: unchanged', self.stdout.getvalue())
 
+    def test_enabled_by_hand_left_as_written(self):
+        path = self.write('hand.conf', """\
+[filter_scheduler]
+available_filters = nova.scheduler.filters.all_filters
+available_filters = mlaccel.scheduler.filters.all_filters
+enabled_filters = ComputeFilter,
+  BuildSlotFilter
+weight_classes = nova.scheduler.weights.all_weighers,
+  mlaccel.scheduler.weights.all_weighers
+
+[notifications]
+notification_format = versioned
+
+[oslo_messaging_notifications]
+driver = messagingv2
+""")
+        before = self.read(path)
+        self.main('enable', '--nova-conf', path)
+        self.assertEqual(before, self.read(path))
+        self.assertIn('hand.conf: unchanged', self.stdout.getvalue())
+
     def test_unset_options_start_from_nova_defaults(self):
         path = self.write('bare.conf', '[DEFAULT]\nhost = x\n')
         self.main('enable', '--nova-conf', path)
