@@ -2,20 +2,22 @@
 
 Nova's fake driver boots nothing, so no task daemon could ever push its
 readiness. :class:`TaskdGuestDriver` keeps the fake driver's bookkeeping and,
-when a server is spawned, does what cloud-init does in a real guest: it
+when a server is spawned, does what cloud-init does in a real guest, the
+way the test cloud's driver does (:mod:`mlaccel.testing.cloudinit`): it
 writes the files of the server's user-data (made by
-``mlaccel.taskd.guest.user_data``: taskd's configuration with the readiness
-URL and preload list, and the token) and starts ``python -m mlaccel.taskd``
-with that configuration. Deleting the server stops
-that process. Two changes make several "guests" fit on one host: each daemon
+``mlaccel.taskd.guest.user_data``: taskd's configuration, the VM's token,
+its TLS certificate and key, the launcher's certificate) under a guest root
+of its own, with their modes, and starts the daemon of the unit the
+user-data enables. Deleting the server stops that process. Three changes
+make several "guests" fit on one host and run the test tasks: each daemon
 binds TCP on ``127.0.0.1`` with a free port (it reports the port in its
-readiness push) and gets its own socket and log directory.
+readiness push), gets its own socket and log directory, and a second
+configuration file, the image's, allows :data:`TASKS`.
 
 Faults are injected by name: a server whose name is in ``FAIL_SPAWN`` fails
 to spawn the way a hypervisor error does (build aborted, server ERROR).
 """
 
-import base64
 import os
 import shutil
 import subprocess
@@ -25,13 +27,14 @@ import threading
 
 from nova import exception
 from nova.virt import fake
-import yaml
 
-from mlaccel.taskd import guest as taskd_guest
+from mlaccel.testing import cloudinit
 
 #: Root of the repository: the guests import the test tasks from it.
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
+#: The tasks the guests' image allows besides the registered ones.
+TASKS = 'tests.functional.launcher.tasks:*'
 #: Names of servers whose spawn fails (set by tests).
 FAIL_SPAWN = set()
 #: uuid -> (Popen, work directory) of the running guests.
@@ -39,42 +42,32 @@ GUESTS = {}
 _LOCK = threading.Lock()
 
 
-def boot(instance_uuid, data):
-    """Do what cloud-init would with the launcher's user-data.
-
-    The ``write_files`` of the cloud-config go under a directory of their
-    own instead of ``/``; the systemd unit's ``ExecStart`` is run as
-    ``python -m mlaccel.taskd`` with the written configuration file, plus
-    the overrides that let several guests share one host.
-    """
-    document = data.decode()
-    if not document.startswith('#cloud-config'):
-        raise ValueError('user-data is not a cloud-config document')
-    config = yaml.safe_load(document)
+def boot(instance_uuid, user_data):
+    """Do what cloud-init would with the launcher's (base64) user-data."""
     root = tempfile.mkdtemp(prefix='guest-')
-    written = {}
-    for entry in config['write_files']:
-        path = os.path.join(root, entry['path'].lstrip('/'))
+    spec = cloudinit.guest(user_data, ['mlaccel-taskd'], root)
+    if spec is None:
+        shutil.rmtree(root)
+        raise ValueError('user-data does not start mlaccel-taskd')
+    for path, data, mode in spec.files:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(os.open(path, os.O_WRONLY | os.O_CREAT,
-                          int(entry.get('permissions', '0644'), 8)),
-                  'w') as stream:
-            stream.write(entry['content'])
-        written[entry['path']] = path
-    if ['systemctl', 'enable', '--now', taskd_guest.UNIT_NAME] \
-            not in config['runcmd']:
-        raise ValueError('user-data does not start %s'
-                         % taskd_guest.UNIT_NAME)
-    command = [sys.executable, '-m', 'mlaccel.taskd',
-               '--config-file', written[taskd_guest.CONF_PATH],
-               '--tcp', '127.0.0.1:0',
-               '--socket', os.path.join(root, 'taskd.sock'),
-               '--task-log-dir', os.path.join(root, 'logs')]
-    if taskd_guest.TOKEN_PATH in written:
-        command += ['--token-file', written[taskd_guest.TOKEN_PATH]]
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        with os.fdopen(fd, 'wb') as stream:
+            stream.write(data)
+    for path in spec.dirs:
+        os.makedirs(path, exist_ok=True)
+    image_conf = os.path.join(root, 'image.conf')
+    with open(image_conf, 'w') as stream:
+        stream.write('[mlaccel_taskd]\nallowed_tasks = %s\n' % TASKS)
+    command = [sys.executable, '-m', 'mlaccel.taskd'] + spec.argv[1:] + [
+        '--config-file', image_conf,
+        '--tcp', '127.0.0.1:0',
+        '--socket', os.path.join(root, 'taskd.sock'),
+        '--task-log-dir', os.path.join(root, 'logs')]
     with open(os.path.join(root, 'taskd.log'), 'wb') as log:
         process = subprocess.Popen(command, cwd=REPO, stdout=log,
-                                   stderr=subprocess.STDOUT)
+                                   stderr=subprocess.STDOUT,
+                                   env=dict(os.environ, **spec.env))
     with _LOCK:
         GUESTS[instance_uuid] = (process, root)
 
@@ -112,7 +105,7 @@ class TaskdGuestDriver(fake.MediumFakeDriver):
                       admin_password, allocations, network_info,
                       block_device_info, power_on, accel_info)
         if instance.user_data:
-            boot(instance.uuid, base64.b64decode(instance.user_data))
+            boot(instance.uuid, instance.user_data)
 
     def destroy(self, context, instance, network_info, block_device_info=None,
                 destroy_disks=True, destroy_secrets=True):

@@ -116,7 +116,8 @@ class LaunchCommandTest(base.LauncherTestCase):
         lines = output.splitlines()
         self.assertEqual(stages, lines[0].split()[1:5])
         for vm in result['vms']:
-            row = [line for line in lines if line.startswith(vm['name'])]
+            row = [line for line in lines
+                   if line.split()[:1] == [vm['name']]]
             self.assertEqual(1, len(row), output)
             self.assertEqual('succeeded', row[0].split()[-1])
         self.assertTrue(any(line.startswith('task ')
