@@ -27,13 +27,49 @@ OPTS = [
         help='Optional "HOST:PORT" to also listen on over TCP, e.g. '
              '"0.0.0.0:7707". Port 0 picks a free port, which is then '
              'reported in the readiness push. Every TCP request must carry '
-             'the shared token from token_file; the daemon refuses to '
-             'start with a TCP address but without a token.'),
+             'the token from token_file; the daemon refuses to start with '
+             'a TCP address but without a token, and on an address other '
+             'than loopback without TLS (tls_cert_file, tls_key_file) '
+             'unless insecure_tcp is set.'),
     cfg.StrOpt(
         'token_file',
-        help='File holding the shared token that TCP clients must send in '
-             'each request (surrounding white space is ignored). Keep it '
-             'readable by the daemon\'s user only.'),
+        help='File holding the token that TCP clients must send in each '
+             'request (surrounding white space is ignored). The daemon '
+             'refuses to start when the file is readable or writable by '
+             'group or others, or owned by a user other than the daemon\'s '
+             'or root. The token protects the daemon from other hosts and '
+             'guests, not from processes of its own host that can read the '
+             'file or the daemon\'s memory (tasks included).'),
+    cfg.StrOpt(
+        'tls_cert_file',
+        help='PEM certificate (chain) the TCP listener serves TLS with. '
+             'Set together with tls_key_file; the launcher pins this '
+             'certificate.'),
+    cfg.StrOpt(
+        'tls_key_file',
+        help='PEM private key of tls_cert_file. Refused at start when '
+             'group or others can read it.'),
+    cfg.BoolOpt(
+        'insecure_tcp',
+        default=False,
+        help='Allow a TCP listener on an address other than loopback '
+             'without TLS. The token and every task then cross the network '
+             'in clear text: for test networks only.'),
+    cfg.FloatOpt(
+        'auth_timeout',
+        default=10.0,
+        min=0.1,
+        help='Seconds a TCP client has, from connecting, to finish the TLS '
+             'handshake and send its first request with the right token. '
+             'Until then it holds no connection slot (see max_connections) '
+             'and gets no detail about the protocol; after that it is '
+             'disconnected.'),
+    cfg.FloatOpt(
+        'idle_timeout',
+        default=300.0,
+        min=0.1,
+        help='Seconds a connection may stay idle (no request being read '
+             'or served) before the daemon closes it and frees its slot.'),
     cfg.ListOpt(
         'preload',
         default=[],
@@ -54,10 +90,17 @@ OPTS = [
              'child would otherwise hang in it.'),
     cfg.StrOpt(
         'ready_url',
-        help='HTTP URL to POST a JSON readiness notice to the moment the '
+        help='URL to POST a signed JSON readiness notice to the moment the '
              'daemon is warm, typically given in the VM\'s user-data by the '
-             'launcher, e.g. "http://10.0.0.5:7800/ready/<key>". The last '
-             'path segment is echoed as "key". Unset: no notice.'),
+             'launcher, e.g. "https://10.0.0.5:7800/ready/<key>". The last '
+             'path segment is echoed as "key"; the notice is signed with '
+             'the token of token_file. An https URL needs ready_cafile. '
+             'Unset: no notice.'),
+    cfg.StrOpt(
+        'ready_cafile',
+        help='PEM certificate of the launcher\'s readiness listener, the '
+             'only one the readiness push trusts (pinned). Required for an '
+             'https ready_url.'),
     cfg.IntOpt(
         'ready_attempts',
         default=8,
@@ -94,9 +137,11 @@ OPTS = [
         'max_connections',
         default=64,
         min=1,
-        help='Most client connections served at once; each has its own '
-             'thread. Further connections get a "busy" error and are '
-             'closed.'),
+        help='Most authenticated client connections served at once; each '
+             'has its own thread. Further connections get a "busy" error '
+             'and are closed. Unauthenticated TCP connections do not hold '
+             'these slots: at most as many again may be authenticating at '
+             'once, each for at most auth_timeout seconds.'),
     cfg.IntOpt(
         'max_tasks',
         default=16,
@@ -128,10 +173,34 @@ OPTS = [
     cfg.DictOpt(
         'task_limits',
         default={},
-        help='Default resource limits of forked tasks as '
-             'name:value pairs, where name is a resource.RLIMIT_* suffix '
-             'in lower case, e.g. "as:8589934592,nofile:4096,cpu:3600". A '
-             'request may name its own limits, which replace these.'),
+        help='Resource limits of tasks as name:value pairs, where name is '
+             'a resource.RLIMIT_* suffix in lower case, e.g. '
+             '"as:8589934592,nofile:4096,cpu:3600". They are the '
+             'operator\'s ceiling, set as soft and hard limit so that a '
+             'task cannot raise them: a request may only lower them (or '
+             'set limits not named here, up to the daemon\'s own hard '
+             'limits). A persistent worker runs under them for its whole '
+             'life.'),
+    cfg.ListOpt(
+        'allowed_tasks',
+        default=[],
+        help='Besides the tasks registered in the "mlaccel.tasks" entry '
+             'point namespace (submitted by name, e.g. "clip", or by their '
+             '"module:function"), the "module:function" entries clients may '
+             'run, as patterns where * matches anything, e.g. '
+             '"mypkg.tasks:*". "*" allows any function of any importable '
+             'module, such as os:system: only for a daemon whose clients '
+             'may run anything as the task user anyway.'),
+    cfg.StrOpt(
+        'task_user',
+        help='User that tasks run as. When the daemon runs as root, each '
+             'task process and persistent worker drops to this user\'s uid, '
+             'gid and supplementary groups before it runs a task. The '
+             'daemon refuses to start when the user does not exist, or when '
+             'it runs as another, unprivileged user that cannot switch. '
+             'Unset: tasks run as the daemon\'s user (a warning is logged '
+             'when that is root). The systemd unit of the guest image runs '
+             'the daemon as its own unprivileged user.'),
     cfg.StrOpt(
         'log_dir',
         default='/var/log/mlaccel/tasks',

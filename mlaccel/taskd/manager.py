@@ -1,10 +1,11 @@
 """The daemon's tasks: their records, forked children, persistent workers.
 
 Every task has a thread of its own that waits for a free slot (a fork slot
-or an idle worker), starts the task, reads its events from a pipe and reaps
-its process. Nothing relies on SIGCHLD: each child is reaped by exactly one
-thread with a blocking ``os.waitpid``, and signalled through a pidfd, so a
-recycled pid can never be hit.
+or an idle worker), starts the task and reads its events from a pipe until
+its process ends (not until the pipe closes: a process the task started
+may hold the pipe open). Processes are forked and reaped by a
+:class:`processes.Reaper`; what a task leaves behind is killed with it and
+counted in the task's ``leftovers_killed``.
 """
 
 import collections
@@ -12,6 +13,8 @@ import dataclasses
 import functools
 import json
 import os
+import resource
+import select
 import signal
 import threading
 import time
@@ -19,6 +22,7 @@ import uuid
 
 from oslo_log import log as logging
 
+from mlaccel.taskd import processes
 from mlaccel.taskd import protocol
 from mlaccel.taskd import runner
 
@@ -32,41 +36,6 @@ CANCELLED = 'cancelled'
 FINAL = (SUCCEEDED, FAILED, CANCELLED)
 
 _MAX_LOG_REPLY = 1024 * 1024
-
-
-class Child:
-    """A forked process, signalled by pidfd and reaped once."""
-
-    def __init__(self, pid):
-        self.pid = pid
-        self._pidfd = os.pidfd_open(pid)
-        self._lock = threading.Lock()
-        self.exit_code = None
-        self.reaped = threading.Event()
-
-    def signal(self, signum):
-        """Send ``signum`` unless the process was reaped; True if sent."""
-        with self._lock:
-            if self._pidfd is None:
-                return False
-            try:
-                signal.pidfd_send_signal(self._pidfd, signum)
-                return True
-            except ProcessLookupError:
-                return False
-
-    def reap(self):
-        """Block until the process exits; return its exit code.
-
-        Negative codes are signal numbers, as in :mod:`subprocess`.
-        """
-        _, status = os.waitpid(self.pid, 0)
-        with self._lock:
-            os.close(self._pidfd)
-            self._pidfd = None
-            self.exit_code = os.waitstatus_to_exitcode(status)
-        self.reaped.set()
-        return self.exit_code
 
 
 class Worker:
@@ -84,6 +53,7 @@ class Worker:
     def close(self):
         os.close(self.commands)
         os.close(self.events)
+        self.child.close()
 
 
 class Task:
@@ -99,6 +69,7 @@ class Task:
         self.started_at = self.first_step_at = self.finished_at = None
         self.result = self.error = self.exit_code = None
         self.has_result = False
+        self.leftovers_killed = 0
         self.cancel_requested = False
         self.process = None
         self.done = threading.Event()
@@ -112,7 +83,8 @@ class Task:
                 'started_at': self.started_at,
                 'first_step_at': self.first_step_at,
                 'finished_at': self.finished_at, 'result': self.result,
-                'error': self.error, 'exit_code': self.exit_code}
+                'error': self.error, 'exit_code': self.exit_code,
+                'leftovers_killed': self.leftovers_killed}
 
 
 def _exit_reason(code):
@@ -124,8 +96,16 @@ def _exit_reason(code):
 class TaskManager:
     """Starts, tracks, cancels and drains the daemon's tasks."""
 
-    def __init__(self, group):
+    def __init__(self, group, catalog, user=None):
+        """Tasks run only if ``catalog`` allows them, as ``user``.
+
+        ``catalog`` is a :class:`catalog.Catalog`, ``user`` the
+        :class:`runner.TaskUser` tasks run as, or None.
+        """
         self.conf = group
+        self.catalog = catalog
+        self.user = user
+        self.limits = runner.parse_limits(group.task_limits)
         self.draining = False
         self._cond = threading.Condition()
         self._tasks = collections.OrderedDict()
@@ -133,6 +113,7 @@ class TaskManager:
         self._workers = set()
         self._idle = []
         self._threads = group.task_threads or len(os.sched_getaffinity(0))
+        self._reaper = processes.Reaper()
 
     # -- requests ---------------------------------------------------------
 
@@ -140,36 +121,35 @@ class TaskManager:
         """Accept a :class:`protocol.TaskSpec`; return the new :class:`Task`.
 
         Raises :class:`protocol.ProtocolError` for a spec that cannot be
-        run here (mode, limits) or while draining.
+        run here (entry, mode, limits) or while draining.
         """
         rid = request_id
-        limits = spec.limits
+        try:
+            target = self.catalog.target(spec.entry)
+        except LookupError as exc:
+            raise protocol.ProtocolError(protocol.INVALID, str(exc), rid)
+        except PermissionError as exc:
+            raise protocol.ProtocolError(protocol.FORBIDDEN, str(exc), rid)
         if spec.mode == 'worker':
             if not self.conf.workers:
                 raise protocol.ProtocolError(
                     protocol.INVALID, 'mode "worker" is disabled: the daemon '
                     'runs no persistent workers', rid)
-            if limits:
+            if spec.limits:
                 raise protocol.ProtocolError(
                     protocol.INVALID, 'resource limits need mode "fork"; a '
                     'worker outlives its tasks', rid)
+            limits = self.limits
         else:
-            limits = (limits if limits is not None else
-                      {k: int(v) for k, v in self.conf.task_limits.items()})
-        for name in limits or ():
-            try:
-                runner.rlimit(name)
-            except ValueError as exc:
-                raise protocol.ProtocolError(protocol.INVALID, str(exc), rid)
+            limits = self._limits(spec.limits or {}, rid)
         task_id = uuid.uuid4().hex
         spec = dataclasses.replace(
             spec, threads=spec.threads or self._threads,
             seed=(spec.seed if spec.seed is not None
                   else int.from_bytes(os.urandom(4), 'big')),
-            limits=limits or {})
-        job = runner.job(task_id, spec, spec.entry, os.path.join(
-            self.conf.log_dir, task_id + '.log'))
-        task = Task(job, spec.mode)
+            limits=limits)
+        log_path = os.path.join(self.conf.log_dir, task_id + '.log')
+        task = Task(runner.job(task_id, spec, target, log_path), spec.mode)
         with self._cond:
             if self.draining:
                 raise protocol.ProtocolError(
@@ -182,6 +162,29 @@ class TaskManager:
         LOG.info('Task %s submitted: %s (%s)', task_id, spec.entry,
                  spec.mode)
         return task
+
+    def _limits(self, requested, rid):
+        """The operator's limits, lowered where ``requested`` says so.
+
+        A request may not raise a limit: not above the configured
+        task_limits, nor above the daemon's own hard limit.
+        """
+        limits = dict(self.limits)
+        for name, value in requested.items():
+            try:
+                res = runner.rlimit(name)
+            except ValueError as exc:
+                raise protocol.ProtocolError(protocol.INVALID, str(exc), rid)
+            ceiling = self.limits.get(name)
+            if ceiling is None:
+                ceiling = resource.getrlimit(res)[1]
+            if ceiling != resource.RLIM_INFINITY and value > ceiling:
+                raise protocol.ProtocolError(
+                    protocol.INVALID, 'limits.%s: %d is above the daemon\'s '
+                    'limit %d; a request may only lower limits'
+                    % (name, value, ceiling), rid)
+            limits[name] = value
+        return limits
 
     def get(self, task_id, request_id=None):
         with self._cond:
@@ -287,50 +290,82 @@ class TaskManager:
             self._stop(process)
 
     def _run_forked(self, task):
+        self._create_log(task.job['log_path'])
         read_fd, write_fd = os.pipe()
         try:
-            pid = os.fork()
-            if pid == 0:
-                runner.child_main(task.job, write_fd)
+            child = self._reaper.fork(functools.partial(
+                runner.child_main, task.job, write_fd, self.user))
         finally:
             os.close(write_fd)
-        child = Child(pid)
         self._attach(task, child)
         try:
-            self._read_events(task, read_fd, until_final=False)
+            self._read_events(task, read_fd, child, until_final=False)
         finally:
             os.close(read_fd)
-        self._settle(task, child.reap())
+        code = child.wait()
+        child.close()
+        with self._cond:
+            task.leftovers_killed += child.leftovers_killed
+        if task.leftovers_killed:
+            LOG.warning('Task %s left %d process(es) behind; killed them',
+                        task.id, task.leftovers_killed)
+        self._settle(task, code)
 
     def _run_in_worker(self, task, worker):
+        self._create_log(task.job['log_path'])
         self._attach(task, worker.child)
         try:
             runner.sender(worker.commands)(task.job)
         except OSError:
-            pass   # the worker died; its events pipe is at its end
-        if self._read_events(task, worker.events, until_final=True):
+            pass   # the worker died; its exit ends the reading below
+        if self._read_events(task, worker.events, worker.child,
+                             until_final=True):
             self._settle(task, 0 if task.has_result else 1)
         else:
-            worker.child.reaped.wait()
-            self._settle(task, worker.child.exit_code)
+            with self._cond:
+                task.leftovers_killed += worker.child.leftovers_killed
+            self._settle(task, worker.child.wait())
 
-    def _read_events(self, task, fd, until_final):
-        """Apply the events on ``fd``; True once a final one was read."""
-        read = functools.partial(os.read, fd)
-        for line in protocol.iter_lines(read, self.conf.max_result_bytes):
+    def _create_log(self, path):
+        """Create a task's log file, owned by the task's user."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
+        try:
+            if self.user is not None:
+                os.fchown(fd, self.user.uid, self.user.gid)
+        finally:
+            os.close(fd)
+
+    def _read_events(self, task, fd, child, until_final):
+        """Apply the events on ``fd``; True once a final one was read.
+
+        Reads until a final event (``until_final``), the end of the pipe,
+        or the end of ``child``: then what is already in the pipe is read,
+        up to ``max_result_bytes``, and no more.
+        """
+        for line in protocol.iter_lines(_reader(fd, child,
+                                                self.conf.max_result_bytes),
+                                        self.conf.max_result_bytes):
             if line is protocol.TOO_LONG:
                 event = {'event': 'error', 'error': 'task result larger than '
                          '%d bytes' % self.conf.max_result_bytes}
             else:
-                event = json.loads(line)
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(event, dict):
+                    continue
             with self._cond:
-                if event['event'] == 'first_step':
-                    task.first_step_at = event['at']
-                elif event['event'] == 'result':
-                    task.result, task.has_result = event['result'], True
-                elif event['event'] == 'error':
-                    task.error, task.has_result = event['error'], False
-            if until_final and event['event'] in ('result', 'error'):
+                if event.get('event') == 'first_step':
+                    task.first_step_at = event.get('at')
+                elif event.get('event') == 'result':
+                    task.result, task.has_result = event.get('result'), True
+                elif event.get('event') == 'error':
+                    task.error, task.has_result = event.get('error'), False
+                if event.get('event') in ('result', 'error'):
+                    task.leftovers_killed += int(
+                        event.get('leftovers_killed') or 0)
+            if until_final and event.get('event') in ('result', 'error'):
                 return True
         return False
 
@@ -357,32 +392,38 @@ class TaskManager:
 
     # -- workers ----------------------------------------------------------
 
-    def start_workers(self):
+    def start(self):
+        """Adopt orphans, fork the workers, start reaping.
+
+        Call while the daemon still has a single thread: the workers are
+        forked first.
+        """
+        processes.become_subreaper()
         for _ in range(self.conf.workers):
             self._spawn_worker()
+        self._reaper.start()
 
     def _spawn_worker(self):
         command_r, command_w = os.pipe()
         event_r, event_w = os.pipe()
         try:
-            pid = os.fork()
-            if pid == 0:
-                runner.worker_main(command_r, event_w,
-                                   self.conf.max_request_bytes * 64)
+            child = self._reaper.fork(functools.partial(
+                runner.worker_main, command_r, event_w,
+                self.conf.max_request_bytes * 64, self.limits, self.user))
         finally:
             os.close(command_r)
             os.close(event_w)
-        worker = Worker(Child(pid), command_w, event_r)
+        worker = Worker(child, command_w, event_r)
         with self._cond:
             self._workers.add(worker)
             self._idle.append(worker)
             self._cond.notify_all()
         threading.Thread(target=self._watch_worker, args=(worker,),
-                         daemon=True, name='worker-%d' % pid).start()
-        LOG.info('Persistent worker %d started', pid)
+                         daemon=True, name='worker-%d' % child.pid).start()
+        LOG.info('Persistent worker %d started', child.pid)
 
     def _watch_worker(self, worker):
-        code = worker.child.reap()
+        code = worker.child.wait()
         with self._cond:
             self._workers.discard(worker)
             if worker in self._idle:
@@ -427,3 +468,37 @@ class TaskManager:
         for worker in workers:
             worker.child.signal(signal.SIGKILL)
             worker.child.reaped.wait(10)
+
+
+def _reader(fd, child, drain_bytes):
+    """``read(n)`` on pipe ``fd`` that ends when ``child`` has ended.
+
+    Once the child has exited (its pidfd is readable) and been reaped,
+    only what the pipe already holds is read, at most ``drain_bytes``.
+    """
+    os.set_blocking(fd, False)
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    poller.register(child.pidfd, select.POLLIN)
+    left = [None]
+
+    def read(size):
+        while left[0] is None:
+            ready = dict(poller.poll())
+            if child.pidfd in ready:
+                child.wait()
+                left[0] = drain_bytes
+            elif fd in ready:
+                try:
+                    return os.read(fd, size)
+                except BlockingIOError:
+                    continue
+        if left[0] <= 0:
+            return b''
+        try:
+            data = os.read(fd, min(size, left[0]))
+        except BlockingIOError:
+            return b''
+        left[0] -= len(data)
+        return data
+    return read

@@ -2,18 +2,23 @@
 
 Everything here runs in a process forked from the daemon. The child drops
 what it inherited (signal mask and handlers, the daemon's sockets and
-pipes), then runs the task in a per-task context: log file, environment,
-thread count, working directory, resource limits, seeds. Events go back to
-the daemon as JSON lines on a pipe: ``first_step``, then ``result`` or
-``error``. A forked child always ends with ``os._exit``.
+pipes), starts a session of its own in which it adopts the orphans of its
+descendants, sets its resource limits (soft and hard), drops to the task
+user if there is one, then runs the task in a per-task context: log file,
+environment, thread count, working directory, seeds. When the task returns,
+what it left behind is killed and reaped. Events go back to the daemon as
+JSON lines on a pipe: ``first_step``, then ``result`` or ``error``. A
+forked child always ends with ``os._exit``.
 """
 
 import contextlib
+import dataclasses
 import functools
 import importlib
 import json
 import logging
 import os
+import pwd
 import random
 import resource
 import signal
@@ -21,6 +26,7 @@ import stat
 import sys
 import traceback
 
+from mlaccel.taskd import processes
 from mlaccel.taskd import protocol
 from mlaccel import tasks
 
@@ -51,6 +57,66 @@ def rlimit(name):
     if value is None:
         raise ValueError('unknown resource limit %r' % name)
     return value
+
+
+def parse_limits(limits):
+    """Configured ``{name: "value"}`` -> ``{name: int}``; or ValueError."""
+    parsed = {}
+    for name, value in (limits or {}).items():
+        rlimit(name)
+        try:
+            parsed[name] = int(value)
+        except ValueError:
+            raise ValueError('resource limit %s: %r is not an integer'
+                             % (name, value))
+        if parsed[name] < 0:
+            raise ValueError('resource limit %s: %d is negative'
+                             % (name, parsed[name]))
+    return parsed
+
+
+def apply_limits(limits):
+    """Set each limit as soft and hard limit: a task cannot raise it."""
+    for name, value in (limits or {}).items():
+        resource.setrlimit(rlimit(name), (value, value))
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskUser:
+    """The unprivileged user tasks run as."""
+
+    name: str
+    uid: int
+    gid: int
+    groups: tuple
+    home: str
+
+    @classmethod
+    def lookup(cls, name):
+        """The user called ``name``; KeyError if there is none."""
+        entry = pwd.getpwnam(name)
+        return cls(name, entry.pw_uid, entry.pw_gid,
+                   tuple(os.getgrouplist(name, entry.pw_gid)),
+                   entry.pw_dir)
+
+    def become(self):
+        """Drop this process to the user's uid and gids, for good."""
+        os.setgroups(list(self.groups))
+        os.setgid(self.gid)
+        os.setuid(self.uid)
+        if os.getuid() != self.uid or os.geteuid() != self.uid:
+            raise OSError('could not drop to user %s' % self.name)
+        os.environ.update(HOME=self.home, USER=self.name,
+                          LOGNAME=self.name)
+
+
+def _own_session(limits, user):
+    """Own session, adopt orphans, set limits, become the task user."""
+    os.setsid()
+    processes.become_subreaper()
+    apply_limits(limits)
+    if user is not None:
+        user.become()
 
 
 def after_fork(keep):
@@ -175,23 +241,6 @@ def _cwd(path):
         os.chdir(saved)
 
 
-@contextlib.contextmanager
-def _limits(limits):
-    saved = {}
-    try:
-        for name, value in (limits or {}).items():
-            res = rlimit(name)
-            saved[res] = resource.getrlimit(res)
-            hard = saved[res][1]
-            if hard != resource.RLIM_INFINITY and hard < value:
-                hard = value
-            resource.setrlimit(res, (value, hard))
-        yield
-    finally:
-        for res, old in saved.items():
-            resource.setrlimit(res, old)
-
-
 def seed_all(seed):
     """Seed Python's, numpy's (if loaded) and torch's (if loaded) RNGs.
 
@@ -227,7 +276,6 @@ def run_task(job, send):
                 stack.enter_context(_environment(spec.env, spec.threads))
                 stack.enter_context(_threads(spec.threads))
                 stack.enter_context(_cwd(spec.cwd))
-                stack.enter_context(_limits(spec.limits))
                 seed_all(spec.seed)
                 result = resolve(job['target'])(dict(spec.args))
                 json.dumps(result)
@@ -239,28 +287,34 @@ def run_task(job, send):
         message = {'event': 'error', 'error': _describe(exc)}
     finally:
         tasks.bind_reporter(None)
+    message['leftovers_killed'] = processes.end_leftovers()
     send(dict(message, task=job['id']))
     return message['event'] == 'result'
 
 
-def child_main(job, channel):
-    """Body of a forked task child; never returns."""
+def child_main(job, channel, user=None):
+    """Body of a forked task child; never returns.
+
+    ``user`` is the :class:`TaskUser` to run as, or None.
+    """
     code = 1
     try:
         after_fork({channel})
+        _own_session(job['spec'].get('limits'), user)
         code = 0 if run_task(job, sender(channel)) else 1
     finally:
         os._exit(code)
 
 
-def worker_main(commands, channel, max_bytes):
+def worker_main(commands, channel, max_bytes, limits, user=None):
     """Body of a persistent worker: run the jobs read from ``commands``.
 
-    Returns never; the worker exits when the daemon closes the command
-    pipe.
+    The operator's ``limits`` hold for the worker's whole life. Returns
+    never; the worker exits when the daemon closes the command pipe.
     """
     try:
         after_fork({commands, channel})
+        _own_session(limits, user)
         send = sender(channel)
         read = functools.partial(os.read, commands)
         for line in protocol.iter_lines(read, max_bytes):

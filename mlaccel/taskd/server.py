@@ -1,18 +1,25 @@
 """The daemon's listeners and connections: a thread per connection.
 
 The Unix socket is made with mode 0600 and serves only peers of the
-daemon's own uid or root (SO_PEERCRED). The optional TCP listener serves
-only requests that carry the shared token. Each line read is one request;
-every request, good or bad, gets exactly one reply line, and only a
-refused peer loses its connection.
+daemon's own uid or root (SO_PEERCRED), checked before the peer holds a
+connection slot. The optional TCP listener (TLS when configured) serves
+only requests that carry the token: a TCP peer first has ``auth_timeout``
+seconds to finish the handshake and send a request with the right token,
+holding only one of a separate, equally bounded set of pending places; it
+learns nothing about the protocol until then and takes a connection slot
+only after. A connection idle for ``idle_timeout`` is closed. Each line
+read is one request; every request, good or bad, gets exactly one reply
+line, and only a refused peer loses its connection.
 """
 
 import hmac
+import json
 import os
 import socket
 import stat
 import struct
 import threading
+import time
 
 from oslo_log import log as logging
 
@@ -65,20 +72,38 @@ def peer_uid(conn):
     return uid
 
 
+class _Reader:
+    """``read(n)`` on a connection that fails once ``deadline`` passed."""
+
+    def __init__(self, conn, deadline):
+        self.conn = conn
+        self.deadline = deadline
+
+    def __call__(self, size):
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError('connection idle or too slow')
+        self.conn.settimeout(left)
+        return self.conn.recv(size)
+
+
 class Server:
     """Listens, reads requests and hands them to ``handler(request)``.
 
     ``handler`` returns the reply fields or raises
-    :class:`protocol.ProtocolError`.
+    :class:`protocol.ProtocolError`. ``tls_context`` (an
+    ``ssl.SSLContext``) makes the TCP listener serve TLS.
     """
 
-    def __init__(self, group, handler, token=None):
+    def __init__(self, group, handler, token=None, tls_context=None):
         self.conf = group
         self.handler = handler
         self._token = token.encode() if token else None
+        self._tls = tls_context
         self._listeners = []
         self._lock = threading.Lock()
         self._connections = 0
+        self._pending = 0
         self.addresses = []
         self._socket_path = None
         self._allowed_uids = {os.geteuid(), 0}
@@ -135,74 +160,161 @@ class Server:
                 if listener.fileno() < 0:
                     return
                 continue
-            with self._lock:
-                busy = self._connections >= self.conf.max_connections
-                if not busy:
-                    self._connections += 1
-            if busy:
-                self._refuse(conn, protocol.BUSY, 'too many connections')
-                continue
-            threading.Thread(target=self._serve, args=(conn, transport),
-                             daemon=True, name='conn-%s' % transport).start()
+            try:
+                if transport == 'unix':
+                    self._accept_unix(conn)
+                else:
+                    self._accept_tcp(conn)
+            except Exception:
+                LOG.exception('Could not take a %s connection', transport)
+                conn.close()
+
+    def _take(self, counter):
+        """Take a place of ``counter`` (an attribute name); False if full."""
+        with self._lock:
+            if getattr(self, counter) >= self.conf.max_connections:
+                return False
+            setattr(self, counter, getattr(self, counter) + 1)
+            return True
+
+    def _give_back(self, counter):
+        with self._lock:
+            setattr(self, counter, getattr(self, counter) - 1)
+
+    def _start_thread(self, target, conn, counter):
+        try:
+            threading.Thread(target=target, args=(conn,), daemon=True,
+                             name='conn').start()
+        except RuntimeError:
+            self._give_back(counter)
+            raise
+
+    def _accept_unix(self, conn):
+        uid = peer_uid(conn)
+        if uid not in self._allowed_uids:
+            LOG.warning('Refused a Unix peer of uid %d', uid)
+            self._refuse(conn, protocol.FORBIDDEN,
+                         'uid %d may not use this daemon' % uid)
+        elif not self._take('_connections'):
+            self._refuse(conn, protocol.BUSY, 'too many connections')
+        else:
+            self._start_thread(self._serve_unix, conn, '_connections')
+
+    def _accept_tcp(self, conn):
+        if not self._take('_pending'):
+            self._refuse(conn, protocol.BUSY, 'too many connections')
+        else:
+            self._start_thread(self._serve_tcp, conn, '_pending')
 
     def _refuse(self, conn, code, message):
         try:
+            conn.settimeout(1.0)
             conn.sendall(protocol.encode(protocol.error(None, code, message)))
         except OSError:
             pass
         conn.close()
 
-    def _serve(self, conn, transport):
+    def _serve_unix(self, conn):
         try:
-            if transport == 'unix':
-                uid = peer_uid(conn)
-                if uid not in self._allowed_uids:
-                    LOG.warning('Refused a Unix peer of uid %d', uid)
-                    self._refuse(conn, protocol.FORBIDDEN,
-                                 'uid %d may not use this daemon' % uid)
-                    return
-            lines = protocol.iter_lines(conn.recv,
-                                        self.conf.max_request_bytes)
-            for line in lines:
-                if line is protocol.TOO_LONG:
-                    reply, close = protocol.error(
-                        None, protocol.TOO_LARGE, 'request longer than %d '
-                        'bytes' % self.conf.max_request_bytes), False
-                elif not line.strip():
-                    continue
-                else:
-                    reply, close = self._handle(line, transport)
-                conn.sendall(protocol.encode(reply))
-                if close:
-                    return
+            reader = _Reader(conn, time.monotonic() + self.conf.idle_timeout)
+            self._serve(conn, reader, protocol.iter_lines(
+                reader, self.conf.max_request_bytes), 'unix')
         except OSError as exc:
             LOG.debug('Connection ended: %s', exc)
         finally:
             conn.close()
-            with self._lock:
-                self._connections -= 1
+            self._give_back('_connections')
 
-    def _handle(self, line, transport):
-        """One request line -> ``(reply, close_connection)``."""
+    def _serve_tcp(self, conn):
+        """Authenticate within auth_timeout, then serve with a slot."""
+        counter = '_pending'
+        try:
+            reader = _Reader(conn, time.monotonic() + self.conf.auth_timeout)
+            if self._tls is not None:
+                conn.settimeout(self.conf.auth_timeout)
+                conn = self._tls.wrap_socket(conn, server_side=True,
+                                             do_handshake_on_connect=False)
+                reader.conn = conn
+                conn.do_handshake()
+            lines = protocol.iter_lines(reader, self.conf.max_request_bytes)
+            first = next(lines, None)
+            while first is not None and first is not protocol.TOO_LONG \
+                    and not first.strip():
+                first = next(lines, None)
+            if first is None:
+                return
+            if first is protocol.TOO_LONG or not self._token_ok(first):
+                self._unauthorized(conn)
+                return
+            self._give_back(counter)
+            counter = None
+            if not self._take('_connections'):
+                self._refuse(conn, protocol.BUSY, 'too many connections')
+                return
+            counter = '_connections'
+            self._serve(conn, reader, lines, 'tcp', first)
+        except (OSError, ValueError) as exc:
+            LOG.debug('TCP connection ended: %s', exc)
+        finally:
+            conn.close()
+            if counter:
+                self._give_back(counter)
+
+    def _unauthorized(self, conn):
+        LOG.warning('Refused a TCP request with a missing or wrong token')
+        self._refuse(conn, protocol.UNAUTHORIZED, 'missing or wrong token')
+
+    def _serve(self, conn, reader, lines, transport, first=None):
+        """Answer each request line until the peer leaves or idles."""
+        if first is not None:
+            lines = _prepend(first, lines)
+        for line in lines:
+            if line is protocol.TOO_LONG:
+                reply, close = protocol.error(
+                    None, protocol.TOO_LARGE, 'request longer than %d '
+                    'bytes' % self.conf.max_request_bytes), False
+            elif not line.strip():
+                continue
+            elif transport == 'tcp' and not self._token_ok(line):
+                self._unauthorized(conn)
+                return
+            else:
+                reply, close = self._handle(line), False
+            conn.settimeout(self.conf.idle_timeout)
+            conn.sendall(protocol.encode(reply))
+            reader.deadline = time.monotonic() + self.conf.idle_timeout
+            if close:
+                return
+
+    def _handle(self, line):
+        """One request line -> its reply."""
         rid = None
         try:
             request = protocol.parse_request(line)
             rid = request.get('id')
-            if transport == 'tcp' and not self._token_ok(request):
-                LOG.warning('Refused a TCP request with a missing or wrong '
-                            'token')
-                return protocol.error(rid, protocol.UNAUTHORIZED,
-                                      'missing or wrong token'), True
-            return protocol.ok(rid, **self.handler(request)), False
+            return protocol.ok(rid, **self.handler(request))
         except protocol.ProtocolError as exc:
             return protocol.error(exc.request_id if rid is None else rid,
-                                  exc.code, exc.message), False
+                                  exc.code, exc.message)
         except Exception as exc:
             LOG.exception('Request failed')
             return protocol.error(rid, protocol.INTERNAL,
-                                  '%s: %s' % (type(exc).__name__, exc)), False
+                                  '%s: %s' % (type(exc).__name__, exc))
 
-    def _token_ok(self, request):
-        token = request.get('token')
-        return token is not None and hmac.compare_digest(
+    def _token_ok(self, line):
+        """True if the request line carries the token.
+
+        Nothing else is looked at, so that a peer without it learns
+        nothing about the protocol.
+        """
+        try:
+            token = json.loads(line).get('token')
+        except (ValueError, UnicodeDecodeError, AttributeError):
+            return False
+        return isinstance(token, str) and hmac.compare_digest(
             token.encode(), self._token)
+
+
+def _prepend(first, lines):
+    yield first
+    yield from lines

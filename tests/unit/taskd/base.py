@@ -30,7 +30,8 @@ class Daemon(fixtures.Fixture):
     def __init__(self, wait_ready=True, **options):
         super().__init__()
         self.options = dict({'workers': 1, 'cancel_timeout': 1.0,
-                             'grace_period': 5.0}, **options)
+                             'grace_period': 5.0,
+                             'allowed_tasks': SAMPLE + '*'}, **options)
         self.wait_ready = wait_ready
 
     def _setUp(self):

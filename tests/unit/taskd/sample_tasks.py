@@ -74,3 +74,73 @@ def touch_after(args):
 
 def warm_fail():
     raise ImportError('warm-up hook broken on purpose')
+
+
+def proc_state(pid):
+    """``(state, ppid)`` of ``pid`` from /proc, or None once it is gone."""
+    try:
+        with open('/proc/%d/stat' % pid, 'rb') as stat:
+            data = stat.read()
+    except OSError:
+        return None
+    fields = data[data.rindex(b')') + 2:].split()
+    return fields[0].decode(), int(fields[1])
+
+
+def leave_child(args):
+    """Fork a child that outlives the task, holding its pipes; its pid."""
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(args.get('seconds', 600))
+        os._exit(0)
+    tasks.report_first_step()
+    return {'child': pid}
+
+
+def leave_detached(args):
+    """Leave a grandchild in a session of its own (a double fork)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        grandchild = os.fork()
+        if grandchild == 0:
+            time.sleep(args.get('seconds', 600))
+            os._exit(0)
+        os.write(write_fd, str(grandchild).encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return {'child': int(os.read(read_fd, 64))}
+
+
+def leave_zombie(args):
+    """Fork a child that exits at once; return without reaping it."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    deadline = time.monotonic() + 30
+    while (proc_state(pid) or ('Z',))[0] != 'Z':
+        if time.monotonic() > deadline:
+            raise RuntimeError('the child did not exit')
+        time.sleep(0.01)
+    return {'child': pid}
+
+
+def raise_limit(args):
+    """Try to raise RLIMIT_NOFILE to ``args['to']``; report the limits."""
+    import resource
+    before = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (args['to'], args['to']))
+        raised = True
+    except (ValueError, OSError):
+        raised = False
+    return {'before': list(before), 'raised': raised,
+            'after': list(resource.getrlimit(resource.RLIMIT_NOFILE))}
+
+
+def identity(args):
+    """The user the task runs as."""
+    print('written as uid %d' % os.getuid())
+    return {'uid': os.getuid(), 'euid': os.geteuid(), 'gid': os.getgid(),
+            'groups': sorted(os.getgroups()), 'home': os.environ.get('HOME')}

@@ -136,6 +136,7 @@ class TestAccess(testtools.TestCase):
         token_file = os.path.join(token_dir, 'token')
         with open(token_file, 'w') as out:
             out.write('s3cret-token\n')
+        os.chmod(token_file, 0o600)
         daemon = self.useFixture(base.Daemon(tcp_address='127.0.0.1:0',
                                              token_file=token_file))
         with daemon.client() as conn:

