@@ -10,11 +10,12 @@ came from and hands a :class:`Readiness` to the callback registered for the
 key. A push repeated by the daemon's retries is acknowledged and ignored.
 
 The listener is written for hostile peers: at most ``max_connections``
-connections (each with its own thread) are served at once, further ones are
-closed at once; each has ``request_timeout`` seconds for the whole request,
-TLS handshake included, however slowly it trickles in; every bad request
-gets a JSON reply with its HTTP status and never reaches a callback; the
-accept loop survives every error until :meth:`ReadinessListener.stop`.
+connections (each with its own thread), and ``max_per_peer`` from one
+address, are served at once, further ones are closed at once; each has
+``request_timeout`` seconds for the whole request, TLS handshake included,
+however slowly it trickles in; every bad request gets a JSON reply with its
+HTTP status and never reaches a callback; the accept loop survives every
+error until :meth:`ReadinessListener.stop`.
 """
 
 import dataclasses
@@ -45,6 +46,9 @@ MAX_HEADER_BYTES = 8192
 REQUEST_TIMEOUT = 10.0
 #: Connections served at once; more are closed unanswered.
 MAX_CONNECTIONS = 64
+#: Connections from one address served at once, so that one peer cannot
+#: take every slot.
+MAX_PER_PEER = 8
 #: Seconds a reply may take to send to a client that does not read it.
 REPLY_TIMEOUT = 2.0
 _WILDCARDS = notices.WILDCARDS
@@ -186,13 +190,14 @@ class ReadinessListener:
         root, all of which the guests pin) and ``key_file`` its key. By
         default a fresh self-signed identity is made for the listener.
     :param max_connections: connections served at once.
+    :param max_per_peer: connections from one address served at once.
     :param request_timeout: seconds for a whole request.
     """
 
     def __init__(self, host='0.0.0.0', port=0, advertise_host=None,
                  cert_file=None, key_file=None,
                  max_connections=MAX_CONNECTIONS,
-                 request_timeout=REQUEST_TIMEOUT):
+                 max_per_peer=MAX_PER_PEER, request_timeout=REQUEST_TIMEOUT):
         if advertise_host is None and host in _WILDCARDS:
             raise ValueError('advertise_host is required when listening on '
                              'a wildcard address')
@@ -205,6 +210,8 @@ class ReadinessListener:
         self.cert_pem = None
         self._context = None
         self.max_connections = max_connections
+        self.max_per_peer = max_per_peer
+        self._per_peer = {}
         self.request_timeout = request_timeout
         self._slots = threading.BoundedSemaphore(max_connections)
         self._callbacks = {}
@@ -280,10 +287,27 @@ class ReadinessListener:
                 return
             self._dispatch(conn, address)
 
+    def _take_slot(self, peer):
+        with self._lock:
+            if self._per_peer.get(peer, 0) >= self.max_per_peer:
+                return False
+            if not self._slots.acquire(blocking=False):
+                return False
+            self._per_peer[peer] = self._per_peer.get(peer, 0) + 1
+            return True
+
+    def _release_slot(self, peer):
+        with self._lock:
+            self._per_peer[peer] -= 1
+            if not self._per_peer[peer]:
+                del self._per_peer[peer]
+            self._slots.release()
+
     def _dispatch(self, conn, address):
-        if not self._slots.acquire(blocking=False):
-            self._warn('Readiness listener: %d connections open, closing '
-                       'the one from %s', self.max_connections, address[0])
+        peer = address[0]
+        if not self._take_slot(peer):
+            self._warn('Readiness listener: too many connections open, '
+                       'closing one from %s', peer)
             conn.close()
             return
         try:
@@ -291,7 +315,7 @@ class ReadinessListener:
                              name='mlaccel-readiness-conn',
                              daemon=True).start()
         except Exception as exc:  # e.g. RuntimeError: can't start thread
-            self._slots.release()
+            self._release_slot(peer)
             conn.close()
             self._warn('Readiness listener cannot start a thread: %s', exc)
 
@@ -304,7 +328,7 @@ class ReadinessListener:
         except (OSError, ValueError) as exc:
             LOG.debug('TLS handshake with %s failed: %s', peer, exc)
             conn.close()
-            self._slots.release()
+            self._release_slot(peer)
             return
         try:
             status, reply = self._handle(conn, peer, deadline)
@@ -321,7 +345,7 @@ class ReadinessListener:
             LOG.debug('Reply to %s failed: %s', peer, exc)
         finally:
             conn.close()
-            self._slots.release()
+            self._release_slot(peer)
 
     def _handle(self, conn, peer, deadline):
         received_at = time.time()

@@ -12,10 +12,10 @@ status polling of all servers and the cleanup sweep.
 import base64
 import concurrent.futures
 import threading
-import time
 
 from openstack import exceptions as sdk_exc
 from oslo_log import log as logging
+import tenacity
 
 LOG = logging.getLogger(__name__)
 
@@ -87,35 +87,41 @@ class ServerSet:
         :returns: ``{'deleted': [ids], 'leaked': [ids]}``.
         """
         requested = set()
-        deadline = time.monotonic() + timeout
+        pending = set(self.ids)
+
+        def sweep():
+            """Ask for the pending deletions; return what is still listed."""
+            nonlocal pending
+            list(pool.map(self._delete, sorted(pending)))
+            requested.update(pending)
+            try:
+                listed = {sid: server
+                          for sid, server in self.list().items()
+                          if server.status not in GONE}
+            except sdk_exc.SDKException as exc:
+                LOG.warning('Cannot list servers of launch %s: %s',
+                            self.launch_id, exc)
+                listed = dict.fromkeys(requested)
+            # New ones (a create whose response was lost) and ones whose
+            # delete did not take (not "deleting") are asked again.
+            pending = {sid for sid, server in listed.items()
+                       if sid not in requested or server is None
+                       or server.task_state != 'deleting'}
+            return listed
+
         with concurrent.futures.ThreadPoolExecutor(
                 workers, thread_name_prefix='mlaccel-delete') as pool:
-            pending = set(self.ids)
-            while True:
-                list(pool.map(self._delete, sorted(pending)))
-                requested |= pending
-                try:
-                    listed = {sid: server
-                              for sid, server in self.list().items()
-                              if server.status not in GONE}
-                except sdk_exc.SDKException as exc:
-                    LOG.warning('Cannot list servers of launch %s: %s',
-                                self.launch_id, exc)
-                    listed = dict.fromkeys(requested)
-                if not listed:
-                    return {'deleted': sorted(requested), 'leaked': []}
-                if time.monotonic() >= deadline:
-                    LOG.error('Servers of launch %s still exist after %.0f '
-                              's: %s', self.launch_id, timeout,
-                              ', '.join(sorted(listed)))
-                    return {'deleted': sorted(requested - set(listed)),
-                            'leaked': sorted(listed)}
-                # New ones (a create whose response was lost) and ones whose
-                # delete did not take (not "deleting") are asked again.
-                pending = {sid for sid, server in listed.items()
-                           if sid not in requested or server is None
-                           or server.task_state != 'deleting'}
-                time.sleep(interval)
+            listed = tenacity.Retrying(
+                stop=tenacity.stop_after_delay(timeout),
+                wait=tenacity.wait_fixed(interval),
+                retry=tenacity.retry_if_result(bool),
+                retry_error_callback=lambda state: state.outcome.result(),
+            )(sweep)
+        if listed:
+            LOG.error('Servers of launch %s still exist after %.0f s: %s',
+                      self.launch_id, timeout, ', '.join(sorted(listed)))
+        return {'deleted': sorted(requested - set(listed)),
+                'leaked': sorted(listed)}
 
     def _delete(self, server_id):
         try:

@@ -322,6 +322,32 @@ class HostileClientTest(ListenerBase):
         else:
             self._assert_serving()
 
+    def test_one_peer_cannot_take_every_slot(self):
+        self.listener.stop()
+        self.listener = self._listener(max_per_peer=2, request_timeout=30.0)
+        held = [self._tls_socket() for _ in range(2)]
+        extra = socket.create_connection(('127.0.0.1', self.listener.port),
+                                         timeout=5)
+        self.addCleanup(extra.close)
+        try:
+            self.assertEqual(b'', extra.recv(1))  # closed at once
+        except ConnectionResetError:
+            pass
+        # Another address (of this host, here) is another peer: served.
+        key = self._expect()
+        body = notices.encode(self._body(key))
+        conn = http.client.HTTPSConnection(
+            '127.0.0.1', self.listener.port, timeout=5,
+            source_address=('127.0.0.2', 0),
+            context=tls.client_context(pinned_cert_pem=self.listener.cert_pem))
+        self.addCleanup(conn.close)
+        conn.request('POST', '/ready/' + key, body=body, headers={
+            notices.SIGNATURE_HEADER: notices.sign(TOKEN, body)})
+        self.assertEqual(200, conn.getresponse().status)
+        self.assertEqual('127.0.0.2', self.received[0].peer)
+        for sock in held:
+            sock.close()
+
     def test_accept_loop_survives_a_thread_that_cannot_start(self):
         # Running out of threads cannot be provoked safely in a test: the
         # first thread start fails the way it does then.

@@ -18,9 +18,12 @@ STAGES = ('scheduling', 'creation', 'buffering', 'running')
 class LaunchTest(base.MlaccelAdminTest):
     """The launcher, taskd in each VM, and the life-cycle record.
 
-    The VMs' task daemons push their readiness to a listener on this host
-    and the launcher then talks to them over TCP, so the guests must run on
-    this host (the all-in-one cloud with the test virt driver).
+    Each VM gets a token and a TLS identity of its own in its user-data.
+    Its task daemon pushes its readiness, signed with that token, over
+    HTTPS pinned to the certificate of the launcher's listener on this
+    host; the launcher then talks to it over TLS pinned to the VM's own
+    certificate. The guests must run on this host (the all-in-one cloud
+    with the test virt driver).
     """
 
     @classmethod
@@ -47,7 +50,7 @@ class LaunchTest(base.MlaccelAdminTest):
     def test_launch_example_task_on_two_vms(self):
         result = api.launch(
             self.connect(), CONF.compute.image_ref, CONF.compute.flavor_ref,
-            2, 'mlaccel.tasks.clip:main', {'steps': 20, 'seed': 1},
+            2, 'clip', {'steps': 20, 'seed': 1},
             network='none', timeout=CONF.compute.build_timeout * 3,
             listen_host='127.0.0.1', callback_host='127.0.0.1',
             taskd_port=0, submit_options={'threads': 1, 'seed': 1})
@@ -58,7 +61,8 @@ class LaunchTest(base.MlaccelAdminTest):
         losses = []
         for vm in result['vms']:
             self.assertEqual('succeeded', vm['state'])
-            self.assertIn('127.0.0.1', vm['address'])
+            self.assertTrue(vm['address'].startswith('tcp:127.0.0.1:'),
+                            vm['address'])
             durations = vm['timeline']['durations']
             for stage in STAGES:
                 self.assertIsNotNone(durations.get(stage), stage)
