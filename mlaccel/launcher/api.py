@@ -5,12 +5,15 @@ The steps, all bounded by one deadline:
 1. Create the N servers, each in a slot of an adaptive limiter held from
    the create call until the server is ACTIVE (or failed), so the number of
    builds in flight follows the cloud's measured build latency. Each gets
-   user-data that starts the task daemon with a readiness URL of its own.
-2. Wait by events: the daemons' readiness pushes arrive at the launcher's
-   HTTP listener; a background thread lists all the launch's servers in
-   one call every ``poll_interval`` seconds only to notice ACTIVE and ERROR.
-3. Submit the task to every daemon and wait for the results (the daemon's
-   ``wait`` blocks server-side until the task ends).
+   user-data that starts the task daemon with a readiness URL, a token and
+   a TLS identity of its own.
+2. Wait by events: the daemons' signed readiness pushes arrive at the
+   launcher's HTTPS listener; a background thread lists all the launch's
+   servers in one call every ``poll_interval`` seconds only to notice
+   ACTIVE and ERROR.
+3. Submit the task to every daemon, over TLS pinned to that VM's own
+   certificate, and wait for the results (the daemon's ``wait`` blocks
+   server-side until the task ends).
 4. Read Nova's instance actions for the scheduling and creation times,
    delete every server (also ones whose create response was lost) and
    return the record.
