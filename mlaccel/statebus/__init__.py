@@ -2,25 +2,55 @@
 
 Agents publish (:mod:`mlaccel.statebus.publisher`); the scheduler plugins
 read every host's report from an in-memory cache that a background thread
-refreshes (:mod:`mlaccel.statebus.reader`).
+refreshes (:mod:`mlaccel.statebus.reader`). Reports are signed with per-host
+keys (:mod:`mlaccel.statebus.keys`, :mod:`mlaccel.statebus.signing`).
 """
 
+import os
 import threading
 
 from oslo_log import log as logging
 from tooz import coordination
 
+from mlaccel.statebus import url as bus_url
+
 LOG = logging.getLogger(__name__)
+
+# What the tooz file driver keeps in its directory once a member joined.
+_FILE_BUS_ENTRIES = ('groups', 'tmp', '.driver_lock')
+
+
+class NoBus(Exception):
+    """A read-only client found no bus to read (nothing was created)."""
+
 
 #: Seconds a shutdown waits for a tooz client to stop. A client of an
 #: unreachable Redis retries for about a minute before giving up.
 STOP_TIMEOUT = 5.0
 
 
-def coordinator(conf, member_id):
-    """Return a tooz coordinator for the configured bus, not yet started."""
+def coordinator(conf, member_id, read_only=False):
+    """Return a tooz coordinator for the configured bus, not yet started.
+
+    A file bus's directory is created mode 0700 if it is missing, unless
+    ``read_only``: then nothing is created on disk, and :class:`NoBus` is
+    raised if no member ever joined there.
+
+    :raises mlaccel.statebus.url.BackendError: for an unknown scheme.
+    """
+    url = conf.mlaccel_statebus.backend_url
+    tooz_url = bus_url.tooz_url(url)
+    path = bus_url.file_dir(url)
+    if path is not None:
+        if read_only:
+            if not all(os.path.exists(os.path.join(path, entry))
+                       for entry in _FILE_BUS_ENTRIES):
+                raise NoBus('no state bus in %s yet' % path)
+        elif not os.path.isdir(path):
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            os.chmod(path, 0o700)
     return coordination.get_coordinator(
-        conf.mlaccel_statebus.backend_url,
+        tooz_url,
         member_id.encode() if isinstance(member_id, str) else member_id)
 
 
@@ -28,10 +58,21 @@ def group_id(conf):
     return conf.mlaccel_statebus.group.encode()
 
 
-def stop_quietly(coord, leave=None, timeout=STOP_TIMEOUT):
+def safe_url(conf):
+    """The configured bus URL with its secrets masked, for messages."""
+    return bus_url.mask(conf.mlaccel_statebus.backend_url)
+
+
+def redact(conf, text):
+    """``text`` (e.g. an exception) without the bus URL's secrets."""
+    return bus_url.redact(text, conf.mlaccel_statebus.backend_url)
+
+
+def stop_quietly(coord, leave=None, timeout=STOP_TIMEOUT, url=None):
     """Stop a tooz client without letting a dead backend block the caller.
 
     :param leave: a group to leave first, if any.
+    :param url: the bus URL, whose secrets are kept out of log lines.
 
     The work runs in a daemon thread; after ``timeout`` seconds the caller
     goes on and the thread finishes (or dies with the process) on its own.
@@ -41,11 +82,13 @@ def stop_quietly(coord, leave=None, timeout=STOP_TIMEOUT):
             if leave is not None:
                 coord.leave_group(leave).get()
         except Exception as exc:
-            LOG.warning('Could not leave the state bus group: %s', exc)
+            LOG.warning('Could not leave the state bus group: %s',
+                        bus_url.redact(exc, url))
         try:
             coord.stop()
         except Exception as exc:
-            LOG.debug('Ignored error stopping a state bus client: %s', exc)
+            LOG.debug('Ignored error stopping a state bus client: %s',
+                      bus_url.redact(exc, url))
 
     thread = threading.Thread(target=_stop, name='mlaccel-statebus-stop',
                               daemon=True)

@@ -19,8 +19,10 @@ from oslo_log import log as logging
 from tooz import coordination
 
 from mlaccel import conf as mlaccel_conf
-from mlaccel import hostreport
 from mlaccel import statebus
+from mlaccel.statebus import codec as bus_codec
+from mlaccel.statebus import keys
+from mlaccel.statebus import signing
 
 LOG = logging.getLogger(__name__)
 
@@ -47,13 +49,37 @@ class Snapshot:
 
 
 class ReportCache:
-    """Every host's latest valid report, kept by a background thread."""
+    """Every host's latest valid report, kept by a background thread.
 
-    def __init__(self, conf=None):
+    :param conf: a ``ConfigOpts`` with ``[mlaccel_statebus]``.
+    :param codec: decodes reports (default: host reports,
+        :class:`~mlaccel.statebus.codec.HostReportCodec`).
+    :param group: tooz group name (default ``[mlaccel_statebus] group``).
+
+    With ``[mlaccel_statebus] deployment_key_file`` set, only reports
+    signed with the key of the host they name are used; signatures are
+    checked by the refresh, once per changed report, never per request.
+    A rejected report is logged (each member at most once a minute) and
+    the member's last valid report stays in use until it goes stale.
+    """
+
+    #: Seconds between two log lines about one member's rejected reports.
+    REJECT_LOG_INTERVAL = 60.0
+    #: Rejections logged one by one per refresh; the rest are counted.
+    REJECT_LOG_LINES = 10
+
+    def __init__(self, conf=None, codec=None, group=None):
         self.conf = conf or mlaccel_conf.CONF
         self._opts = self.conf.mlaccel_statebus
+        self.codec = codec or bus_codec.HostReportCodec.from_conf(self.conf)
+        self._group = (group.encode() if group is not None
+                       else statebus.group_id(self.conf))
+        self._verifier = None
+        self._key_error = None
         self._reports = {}
-        self._raw = {}
+        self._accepted = {}
+        self._rejected = {}
+        self._logged = {}
         self._coordinator = None
         self._thread = None
         self._stop = threading.Event()
@@ -61,11 +87,17 @@ class ReportCache:
         self._refreshing = threading.Lock()
         self.refreshes = 0
         self.healthy = None
+        #: Why the last refresh failed (secrets masked), or ``None``.
+        self.last_error = None
         self.last_refresh_seconds = None
 
     def snapshot(self, now=None):
         """The current reports; the background thread starts if needed."""
         self.start()
+        return self.current(now)
+
+    def current(self, now=None):
+        """The reports as of the last refresh, starting no thread."""
         return Snapshot(self._reports, time.time() if now is None else now,
                         self._opts.report_max_age)
 
@@ -109,77 +141,166 @@ class ReportCache:
         with self._refreshing:
             self._refresh()
 
+    @property
+    def authenticated(self):
+        """Whether reports are checked against a deployment key."""
+        return self._verifier is not None and self._verifier.authenticated
+
     def _refresh(self):
         started = time.perf_counter()
         try:
-            members = self._read_members()
-        except Exception as exc:
-            if self.healthy is not False:
-                LOG.warning('State bus %s unreadable, scheduling without host '
-                            'reports until it answers: %s',
-                            self._opts.backend_url, exc)
+            self._load_key()
+        except keys.KeyFileError as exc:
+            if str(exc) != self._key_error:
+                LOG.error('Cannot check state bus report signatures, '
+                          'scheduling without host reports: %s', exc)
+            self._key_error = self.last_error = str(exc)
             self.healthy = False
-            # Kept connected: the client reconnects by itself when the bus
-            # answers again, and stopping it could block for a minute.
-            self._reports, self._raw = {}, {}
+            self._clear()
         else:
-            if self.healthy is False:
-                LOG.info('State bus %s answers again.', self._opts.backend_url)
-            self.healthy = True
-            self.load(members)
+            self._read_and_load()
         self.last_refresh_seconds = time.perf_counter() - started
         with self._refreshed:
             self.refreshes += 1
             self._refreshed.notify_all()
 
+    def _read_and_load(self):
+        try:
+            members = self._read_members()
+        except Exception as exc:
+            self.last_error = statebus.redact(self.conf, exc)
+            if self.healthy is not False:
+                LOG.warning('State bus %s unreadable, scheduling without '
+                            'host reports until it answers: %s',
+                            statebus.safe_url(self.conf), self.last_error)
+            self.healthy = False
+            # Kept connected: the client reconnects by itself when the bus
+            # answers again, and stopping it could block for a minute.
+            self._clear()
+        else:
+            if self.healthy is False:
+                LOG.info('State bus %s answers again.',
+                         statebus.safe_url(self.conf))
+            self.healthy, self.last_error = True, None
+            self.load(members)
+
+    def _clear(self):
+        self._reports, self._accepted, self._rejected = {}, {}, {}
+
+    def _load_key(self):
+        if self._verifier is not None:
+            return
+        path = self._opts.deployment_key_file
+        secret = keys.read_deployment_key(path) if path else None
+        if secret is None:
+            LOG.warning('State bus reports are not authenticated: without '
+                        '[mlaccel_statebus] deployment_key_file any client '
+                        'of the bus can publish a report for any host.')
+        if self._key_error is not None:
+            LOG.info('State bus report signatures are checked again.')
+            self._key_error = None
+        self._verifier = signing.Verifier(secret, self._group)
+
     def _read_members(self):
         if self._coordinator is None:
             member = 'reader-%s-%d' % (socket.gethostname(), os.getpid())
-            coord = statebus.coordinator(self.conf, member)
+            try:
+                coord = statebus.coordinator(self.conf, member,
+                                             read_only=True)
+            except statebus.NoBus:
+                return {}
             coord.start(start_heart=False)
             self._coordinator = coord
         try:
             return self._coordinator.get_members_with_capabilities(
-                statebus.group_id(self.conf)).get()
+                self._group).get()
         except coordination.GroupNotCreated:
             return {}
 
-    def load(self, members):
+    def load(self, members, now=None):
         """Replace the cache's reports with ``members``, as a refresh does.
 
         :param members: ``{member id: raw report}`` as tooz returns them.
             Reports whose bytes did not change since the last load are kept
-            without decoding them again; invalid ones are logged and dropped.
+            without checking them again; invalid ones are logged and
+            dropped, and the member's previous valid report is kept.
+        :param now: the reader's clock, for the future-date check.
         """
-        old_raw, old_reports = self._raw, self._reports
-        raw_by_host, reports = {}, {}
+        if self._verifier is None:
+            self._load_key()
+        now = time.time() if now is None else now
+        old_reports, old_accepted = self._reports, self._accepted
+        old_rejected = self._rejected
+        reports, accepted, rejected, logged = {}, {}, {}, {}
+        rejections = []
         for member, raw in members.items():
             source = member.decode(errors='replace') \
                 if isinstance(member, bytes) else str(member)
             if raw is None:
                 continue
-            raw_by_host[source] = raw
-            if old_raw.get(source) == raw and source in old_reports:
+            if old_accepted.get(source) == raw:
                 reports[source] = old_reports[source]
+                accepted[source] = raw
                 continue
-            report = hostreport.decode(
-                raw, source, self._opts.max_report_bytes,
-                self._opts.max_cached_images)
-            if report is None:
-                continue
-            if report.host != source:
-                LOG.warning('Rejected host report from %(source)s: it names '
-                            'host %(host)s', {'source': source,
-                                              'host': report.host})
-                continue
-            reports[report.host] = report
+            if old_rejected.get(source) != raw:
+                try:
+                    report = self._check(source, raw, now)
+                except ValueError as exc:
+                    rejections.append((source, exc))
+                else:
+                    reports[source], accepted[source] = report, raw
+                    continue
+            rejected[source] = raw
+            if source in old_reports:
+                reports[source] = old_reports[source]
+                accepted[source] = old_accepted[source]
+        for source in rejected:
+            if source in self._logged:
+                logged[source] = self._logged[source]
+        self._log_rejections(rejections, logged, now)
         # Swapped by reference: readers hold whole, consistent dicts.
-        self._raw, self._reports = raw_by_host, reports
+        self._accepted, self._rejected = accepted, rejected
+        self._reports, self._logged = reports, logged
+
+    def _check(self, source, raw, now):
+        """The report in ``raw`` from member ``source``, or ValueError."""
+        if isinstance(raw, str):
+            raw = raw.encode('utf-8', 'surrogatepass')
+        if not isinstance(raw, bytes):
+            raise ValueError('report is a %s, not bytes'
+                             % type(raw).__name__)
+        body = self._verifier.body(raw, source)
+        report = self.codec.decode(body)
+        if report.host != source:
+            raise ValueError('it names host %s' % report.host)
+        ahead = report.timestamp - now
+        if ahead > self._opts.max_clock_skew:
+            raise ValueError('it is dated %.1f s in the future, more than '
+                             'max_clock_skew (%s s)'
+                             % (ahead, self._opts.max_clock_skew))
+        return report
+
+    def _log_rejections(self, rejections, logged, now):
+        shown = hidden = 0
+        for source, exc in rejections:
+            if now - logged.get(source, -1e300) < self.REJECT_LOG_INTERVAL:
+                continue
+            if shown >= self.REJECT_LOG_LINES:
+                hidden += 1
+                continue
+            LOG.warning('Rejected %(kind)s from %(source)s: %(reason)s',
+                        {'kind': self.codec.kind, 'source': source,
+                         'reason': exc})
+            logged[source] = now
+            shown += 1
+        if hidden:
+            LOG.warning('Rejected %(count)d more %(kind)ss.',
+                        {'count': hidden, 'kind': self.codec.kind})
 
     def _disconnect(self):
         coord, self._coordinator = self._coordinator, None
         if coord is not None:
-            statebus.stop_quietly(coord)
+            statebus.stop_quietly(coord, url=self._opts.backend_url)
 
 
 _cache = None

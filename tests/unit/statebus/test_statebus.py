@@ -16,6 +16,9 @@ import testtools
 
 from mlaccel import hostreport
 from mlaccel import statebus
+from mlaccel.statebus import keys
+from mlaccel.statebus import publisher
+from mlaccel.statebus import signing
 from tests import fixtures as mlaccel_fixtures
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -27,8 +30,8 @@ def report(host, **fields):
     return hostreport.HostReport(host, **fields)
 
 
-class BusTests:
-    """Run against :attr:`BACKEND`; subclasses say how to break the bus."""
+class BusTestBase:
+    """A bus of kind :attr:`BACKEND`, an isolated config and the log."""
 
     BACKEND = None
 
@@ -41,16 +44,68 @@ class BusTests:
             self.conf.conf, self.BACKEND))
         self.log = self.useFixture(fixtures.FakeLogger(name='mlaccel'))
 
-    def join_raw(self, member, raw):
-        """Join as ``member`` with ``raw`` capabilities, like a bad agent."""
+    def join_raw(self, member, raw, evict=False):
+        """Join as ``member`` with ``raw`` capabilities, like a bad client.
+
+        :param evict: first remove whoever holds ``member``, as any client
+            of the bus can.
+        """
         coord = statebus.coordinator(self.conf.conf, member)
         coord.start()
         self.addCleanup(coord.stop)
+        group = statebus.group_id(self.conf.conf)
         try:
-            coord.create_group(statebus.group_id(self.conf.conf)).get()
+            coord.create_group(group).get()
         except Exception:
             pass  # already there
-        coord.join_group(statebus.group_id(self.conf.conf), raw).get()
+        if evict:
+            coord.leave_group(group).get()
+        coord.join_group(group, raw).get()
+        return coord
+
+    def held(self, member):
+        """The raw report the bus holds for ``member``."""
+        coord = statebus.coordinator(self.conf.conf, 'inspector')
+        coord.start(start_heart=False)
+        self.addCleanup(coord.stop)
+        return coord.get_member_capabilities(
+            statebus.group_id(self.conf.conf), member.encode()).get()
+
+    def use_deployment_key(self):
+        """Give readers a deployment key file; return the secret."""
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'deployment.key')
+        keys.write_key(path, keys.generate())
+        self.conf.set('mlaccel_statebus', deployment_key_file=path)
+        self.secret = keys.read_deployment_key(path)
+        return self.secret
+
+    def sign(self, key, report):
+        """``report`` encoded and signed with ``key``."""
+        return signing.sign(key, statebus.group_id(self.conf.conf),
+                            hostreport.encode(report))
+
+    def wait_until(self, cache, predicate, timeout=120):
+        """Let ``cache`` refresh until ``predicate()`` holds or time is up."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            left = deadline - time.monotonic()
+            if left <= 0 or not cache.wait_for_refresh(1, timeout=left):
+                return predicate()
+        return True
+
+    def signed_publisher(self, host, key=None):
+        """A started publisher signing with ``key`` (default: its own)."""
+        pub = publisher.Publisher(
+            host, self.conf.conf,
+            key=keys.derive(self.secret, host) if key is None else key)
+        self.addCleanup(pub.stop)
+        pub.start()
+        return pub
+
+
+class BusTests(BusTestBase):
+    """Run against :attr:`BACKEND`; subclasses say how to break the bus."""
 
     def test_empty_bus_is_healthy_and_has_no_reports(self):
         cache = self.bus.cache()
@@ -98,9 +153,23 @@ class BusTests:
         self.assertRaises(ValueError, pub.publish, report('cmp2'))
 
     def test_restarted_agent_replaces_its_predecessor(self):
-        # A crashed agent's member stays on the bus; its successor with
-        # the same host name takes the entry over.
-        self.join_raw('cmp1', hostreport.encode(report('cmp1')))
+        # A crashed agent's member stays on the bus, still heartbeating
+        # for a while; its successor proves with the host's key that the
+        # entry is its own and takes it over at once.
+        self.use_deployment_key()
+        key = keys.derive(self.secret, 'cmp1')
+        self.join_raw('cmp1', self.sign(key, report('cmp1')))
+        new = report('cmp1', warm_slots=2)
+        self.signed_publisher('cmp1', key).publish(new)
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertEqual(new, cache.snapshot().get('cmp1'))
+
+    def test_unsigned_agent_replaces_a_predecessor_that_went_stale(self):
+        # Without keys there is no proof of ownership: the entry is taken
+        # over once its report is too old to be used anyway.
+        self.join_raw('cmp1', hostreport.encode(report(
+            'cmp1', timestamp=time.time() - 31)))
         new = report('cmp1', warm_slots=2)
         self.bus.publisher('cmp1').publish(new)
         cache = self.bus.cache()
@@ -258,10 +327,11 @@ class TestRedisBus(BusTests, testtools.TestCase):
         self.assertTrue(self.bus.server.start())
 
     def test_reader_rides_out_a_redis_restart(self):
-        """A Redis restart under a running reader.
+        """A Redis outage under a running reader: fallback, then recovery.
 
-        Redis is killed and comes back empty; the agent publishes again and
-        the reader's background thread, retrying meanwhile, serves the new
+        While Redis is down the cache holds no reports, so the plugins act
+        as stock Nova, and says why once. When Redis is back, empty, and
+        the agent publishes again, the background thread serves the new
         report.
         """
         pub = self.bus.publisher('cmp1')
@@ -272,13 +342,23 @@ class TestRedisBus(BusTests, testtools.TestCase):
         self.assertIsNotNone(cache.snapshot().get('cmp1'))
 
         self.bus.server.kill()
-        time.sleep(0.3)  # let a refresh hit the dead server
+        self.assertTrue(self.wait_until(cache, lambda: not cache.healthy))
+        self.assertEqual(0, len(cache.snapshot()))
+        self.assertIsNone(cache.snapshot().get('cmp1'))
+        self.assertIn('Connection refused', cache.last_error)
+        self.assertTrue(cache.wait_for_refresh(1, timeout=120))
+        self.assertIs(False, cache.healthy)
+        self.assertEqual(1, self.log.output.count(
+            'unreadable, scheduling without host reports'))
+
         self.assertTrue(self.bus.server.start())
         again = report('cmp1', warm_slots=1)
         pub.publish(again)
-        self.assertTrue(cache.wait_for_refresh(2, timeout=120))
-        self.assertEqual(again, cache.snapshot().get('cmp1'))
+        self.assertTrue(self.wait_until(
+            cache, lambda: cache.snapshot().get('cmp1') == again))
         self.assertIs(True, cache.healthy)
+        self.assertIsNone(cache.last_error)
+        self.assertIn('answers again', self.log.output)
 
 
 class TestRedisServerFixture(testtools.TestCase):

@@ -1,0 +1,252 @@
+"""Who may speak on the state bus, tested as the attacks.
+
+A real file or Redis bus, real publishers and a real report cache. The
+attacker is any client of the bus: it picks its member id freely and may
+hold the key of a compute node of its own (``cmp-evil``).
+"""
+
+import logging
+import os
+import stat
+import time
+
+import fixtures
+import testtools
+
+from mlaccel import hostreport
+from mlaccel import statebus
+from mlaccel.statebus import keys
+from mlaccel.statebus import publisher
+from mlaccel.statebus import reader
+from tests import fixtures as mlaccel_fixtures
+from tests.unit.statebus import test_statebus
+
+report = test_statebus.report
+VICTIM = 'cmp-victim'
+
+
+class TrustTests(test_statebus.BusTestBase):
+
+    def publish_victim(self):
+        """The victim's genuine, signed report, read once by a cache."""
+        self.use_deployment_key()
+        real = report(VICTIM, build_limit=4, cached_images=frozenset({'a'}))
+        self.victim = self.signed_publisher(VICTIM)
+        self.victim.publish(real)
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertEqual(real, cache.snapshot().get(VICTIM))
+        return real, cache
+
+    def forged(self):
+        # What the issue saw: the victim looks full and slow to start.
+        return report(VICTIM, builds_in_flight=1000, build_limit=1)
+
+    def test_forged_report_under_the_victims_member_id_is_rejected(self):
+        real, cache = self.publish_victim()
+        evil_key = keys.derive(self.secret, 'cmp-evil')
+        self.join_raw(VICTIM, self.sign(evil_key, self.forged()), evict=True)
+        cache.refresh()
+        self.assertEqual(real, cache.snapshot().get(VICTIM))
+        self.assertIn('Rejected host report from cmp-victim: signature '
+                      'does not verify with the key of host cmp-victim',
+                      self.log.output)
+
+        # The victim's next publication takes its entry back.
+        again = report(VICTIM, warm_slots=3)
+        self.victim.publish(again)
+        cache.refresh()
+        self.assertEqual(again, cache.snapshot().get(VICTIM))
+
+    def test_unsigned_forgery_is_rejected(self):
+        real, cache = self.publish_victim()
+        self.join_raw(VICTIM, hostreport.encode(self.forged()), evict=True)
+        cache.refresh()
+        self.assertEqual(real, cache.snapshot().get(VICTIM))
+        self.assertIn('Rejected host report from cmp-victim: report is not '
+                      'signed', self.log.output)
+
+    def test_forgery_under_another_member_id_is_rejected(self):
+        real, cache = self.publish_victim()
+        evil_key = keys.derive(self.secret, 'cmp-evil')
+        self.join_raw('cmp-evil', self.sign(evil_key, self.forged()))
+        cache.refresh()
+        self.assertEqual({VICTIM: real}, cache.snapshot().reports)
+        self.assertIn('Rejected host report from cmp-evil: it names host '
+                      'cmp-victim', self.log.output)
+
+    def test_future_dated_report_is_rejected(self):
+        # It would otherwise stay fresh for ever (timestamps up to 1e11).
+        self.conf.set('mlaccel_statebus', max_clock_skew=10.0)
+        far = report('cmp1', timestamp=time.time() + 1e6)
+        near = report('cmp2', timestamp=time.time() + 5)
+        self.bus.publisher('cmp1').publish(far)
+        self.bus.publisher('cmp2').publish(near)
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertIsNone(cache.snapshot().get('cmp1'))
+        self.assertEqual({'cmp2': near}, cache.snapshot().reports)
+        self.assertIn('Rejected host report from cmp1: it is dated',
+                      self.log.output)
+
+    def test_eviction_attempt_leaves_the_real_report(self):
+        real, cache = self.publish_victim()
+        held = self.held(VICTIM)
+        for key in (keys.derive(self.secret, 'cmp-evil'), b''):
+            attacker = self.signed_publisher(VICTIM, key=key)
+            self.assertRaises(publisher.HostClaimed, attacker.publish,
+                              self.forged())
+        self.assertEqual(held, self.held(VICTIM))
+        cache.refresh()
+        self.assertEqual(real, cache.snapshot().get(VICTIM))
+
+    def test_eviction_attempt_without_keys_leaves_the_real_report(self):
+        real = report(VICTIM)
+        self.bus.publisher(VICTIM).publish(real)
+        attacker = self.signed_publisher(VICTIM, key=b'')
+        self.assertRaises(publisher.HostClaimed, attacker.publish,
+                          self.forged())
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertEqual(real, cache.snapshot().get(VICTIM))
+
+    def test_signed_agent_reclaims_its_entry_from_an_unsigned_squatter(self):
+        self.use_deployment_key()
+        self.join_raw(VICTIM, hostreport.encode(self.forged()))
+        real = report(VICTIM)
+        self.signed_publisher(VICTIM).publish(real)
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertEqual(real, cache.snapshot().get(VICTIM))
+
+    def test_unsigned_reports_are_rejected_with_a_deployment_key(self):
+        self.use_deployment_key()
+        self.bus.publisher('cmp1').publish(report('cmp1'))
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertTrue(cache.healthy)
+        self.assertTrue(cache.authenticated)
+        self.assertEqual({}, cache.snapshot().reports)
+        self.assertIn('Rejected host report from cmp1: report is not signed',
+                      self.log.output)
+
+    def test_publisher_signs_with_its_host_key_file(self):
+        secret = self.use_deployment_key()
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path, 'k')
+        keys.write_key(path, keys.derive(secret, 'cmp1').hex())
+        self.conf.set('mlaccel_statebus', host_key_file=path)
+        r = report('cmp1')
+        self.bus.publisher('cmp1').publish(r)
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertEqual({'cmp1': r}, cache.snapshot().reports)
+
+    def test_reader_without_a_key_accepts_all_and_says_so_once(self):
+        self.secret = b'x' * 32
+        signed = report('cmp1')
+        self.signed_publisher('cmp1').publish(signed)
+        unsigned = report('cmp2')
+        self.bus.publisher('cmp2').publish(unsigned)
+        cache = self.bus.cache()
+        cache.refresh()
+        cache.refresh()
+        self.assertFalse(cache.authenticated)
+        self.assertEqual({'cmp1': signed, 'cmp2': unsigned},
+                         cache.snapshot().reports)
+        self.assertEqual(1, self.log.output.count('not authenticated'))
+
+    def test_rejections_of_a_member_are_logged_once_a_minute(self):
+        real, cache = self.publish_victim()
+        for n in range(3):
+            self.join_raw(VICTIM, hostreport.encode(report(
+                VICTIM, builds_in_flight=n + 100)), evict=True)
+            cache.refresh()
+        self.assertEqual(1, self.log.output.count('Rejected host report'))
+        self.assertEqual(real, cache.snapshot().get(VICTIM))
+
+    def test_unreadable_deployment_key_means_no_reports(self):
+        self.bus.publisher('cmp1').publish(report('cmp1'))
+        self.conf.set('mlaccel_statebus', deployment_key_file=os.path.join(
+            self.useFixture(fixtures.TempDir()).path, 'missing'))
+        cache = self.bus.cache()
+        cache.refresh()
+        cache.refresh()
+        self.assertIs(False, cache.healthy)
+        self.assertEqual({}, cache.snapshot().reports)
+        self.assertEqual(1, self.log.output.count(
+            'Cannot check state bus report signatures'))
+
+
+class TestFileTrust(TrustTests, testtools.TestCase):
+    BACKEND = 'file'
+
+    def test_bus_directory_is_created_0700(self):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'new', 'bus')
+        self.conf.set('mlaccel_statebus', backend_url='file://' + path)
+        self.bus.publisher('cmp1').publish(report('cmp1'))
+        self.assertEqual(0o700, stat.S_IMODE(os.stat(path).st_mode))
+
+    def test_reader_creates_nothing(self):
+        root = self.useFixture(fixtures.TempDir()).path
+        self.conf.set('mlaccel_statebus',
+                      backend_url='file://%s/bus' % root)
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertIs(True, cache.healthy)
+        self.assertEqual([], os.listdir(root))
+
+
+class TestRedisTrust(TrustTests, testtools.TestCase):
+    BACKEND = 'redis'
+
+    def test_password_and_acl_user_in_the_url_are_never_shown(self):
+        """AUTH and an ACL user work from the URL; neither leaks in logs."""
+        import redis
+        admin = redis.Redis(port=self.bus.server.port)
+        self.addCleanup(admin.close)
+        admin.acl_setuser('mlaccel', enabled=True, passwords=['+acl-pw-1'],
+                          keys=['*'], channels=['*'], commands=['+@all'])
+        admin.config_set('requirepass', 'default-pw-2')
+        base = '127.0.0.1:%d?executor=synchronous' % self.bus.server.port
+        for url in ('redis://mlaccel:acl-pw-1@' + base,
+                    'redis://:default-pw-2@' + base):
+            self.conf.set('mlaccel_statebus', backend_url=url)
+            r = report('cmp1')
+            pub = self.bus.publisher('cmp1')
+            pub.publish(r)
+            cache = self.bus.cache()
+            cache.refresh()
+            self.assertEqual({'cmp1': r}, cache.snapshot().reports)
+            pub.stop()
+
+        wrong = 'redis://mlaccel:wrong-pw-3@' + base
+        self.conf.set('mlaccel_statebus', backend_url=wrong)
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertIs(False, cache.healthy)
+        self.assertIn('redis://mlaccel:***@127.0.0.1', self.log.output)
+        for secret in ('acl-pw-1', 'default-pw-2', 'wrong-pw-3'):
+            self.assertNotIn(secret, self.log.output)
+            self.assertNotIn(secret, cache.last_error)
+
+    def test_log_opt_values_masks_the_url(self):
+        self.conf.set('mlaccel_statebus',
+                      backend_url='redis://:opt-pw-4@127.0.0.1:1')
+        self.conf.conf.log_opt_values(reader.LOG.logger, logging.INFO)
+        self.assertIn('backend_url', self.log.output)
+        self.assertNotIn('opt-pw-4', self.log.output)
+
+
+class TestReaderStateBusTlsUrl(testtools.TestCase):
+
+    def test_rediss_url_asks_tooz_for_tls(self):
+        conf = self.useFixture(mlaccel_fixtures.Conf())
+        conf.set('mlaccel_statebus',
+                 backend_url='rediss://:pw@127.0.0.1:6380?ssl_ca_certs=/ca')
+        coord = statebus.coordinator(conf.conf, 'cmp1')
+        client = coord._make_client(coord._parsed_url, coord._options, 30)
+        kwargs = client.connection_pool.connection_kwargs
+        self.assertEqual('/ca', kwargs['ssl_ca_certs'])
+        self.assertEqual('pw', kwargs['password'])
+        self.assertIn('SSL', client.connection_pool.connection_class.__name__)
