@@ -27,6 +27,7 @@ import json
 import os
 import secrets
 import socket
+import ssl
 import tempfile
 import threading
 import time
@@ -130,21 +131,81 @@ def parse_push(key, body, peer, received_at):
                      pid=data.get('pid'))
 
 
-class _Request:
-    """One HTTP request read from a socket within a deadline."""
+class _TLSConnection:
+    """Server side of TLS over a plain socket, every wait within a deadline.
 
-    def __init__(self, sock, deadline):
+    The TLS state machine runs in memory (``ssl.MemoryBIO``) and every read
+    and write of the socket waits at most until ``deadline``, so a peer
+    trickling its handshake or request cannot extend it, with native
+    threads and under eventlet alike (whose TLS sockets restart the timeout
+    at each wait).
+    """
+
+    def __init__(self, sock, context, deadline):
         self.sock = sock
         self.deadline = deadline
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self._tls = context.wrap_bio(self._incoming, self._outgoing,
+                                     server_side=True)
+
+    def _arm(self):
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError('deadline passed')
+        self.sock.settimeout(remaining)
+
+    def _flush(self):
+        data = self._outgoing.read()
+        if data:
+            self._arm()
+            self.sock.sendall(data)
+
+    def _run(self, operation, *args):
+        while True:
+            try:
+                result = operation(*args)
+            except ssl.SSLWantReadError:
+                self._flush()
+                self._arm()
+                data = self.sock.recv(65536)
+                if data:
+                    self._incoming.write(data)
+                else:
+                    self._incoming.write_eof()
+                continue
+            self._flush()
+            return result
+
+    def handshake(self):
+        self._run(self._tls.do_handshake)
+
+    def recv(self, size):
+        """Up to ``size`` bytes; ``b''`` when the peer closed."""
+        try:
+            return self._run(self._tls.read, size)
+        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+            return b''
+
+    def sendall(self, data):
+        view = memoryview(data)
+        while view:
+            view = view[self._run(self._tls.write, view):]
+
+    def close(self):
+        self.sock.close()
+
+
+class _Request:
+    """One HTTP request read from a connection within its deadline."""
+
+    def __init__(self, conn):
+        self.conn = conn
         self.buffer = bytearray()
 
     def _recv(self):
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
-            raise BadPush(408, 'request not received in time')
-        self.sock.settimeout(remaining)
         try:
-            data = self.sock.recv(65536)
+            data = self.conn.recv(65536)
         except (socket.timeout, TimeoutError):
             raise BadPush(408, 'request not received in time')
         if not data:
@@ -319,19 +380,19 @@ class ReadinessListener:
             conn.close()
             self._warn('Readiness listener cannot start a thread: %s', exc)
 
-    def _serve(self, conn, address):
+    def _serve(self, sock, address):
         peer = address[0]
-        deadline = time.monotonic() + self.request_timeout
+        conn = _TLSConnection(sock, self._context,
+                              time.monotonic() + self.request_timeout)
         try:
-            conn.settimeout(self.request_timeout)
-            conn = self._context.wrap_socket(conn, server_side=True)
+            conn.handshake()
         except (OSError, ValueError) as exc:
             LOG.debug('TLS handshake with %s failed: %s', peer, exc)
             conn.close()
             self._release_slot(peer)
             return
         try:
-            status, reply = self._handle(conn, peer, deadline)
+            status, reply = self._handle(conn, peer)
         except (OSError, ValueError) as exc:
             LOG.debug('Readiness connection from %s: %s', peer, exc)
             status = None
@@ -347,9 +408,9 @@ class ReadinessListener:
             conn.close()
             self._release_slot(peer)
 
-    def _handle(self, conn, peer, deadline):
+    def _handle(self, conn, peer):
         received_at = time.time()
-        request = _Request(conn, deadline)
+        request = _Request(conn)
         try:
             method, path, headers, rest = request.read()
             length = headers.get('Content-Length')
@@ -401,7 +462,8 @@ class ReadinessListener:
                 'Connection: close\r\n\r\n' % (
                     status, http.client.responses.get(status, ''),
                     len(body)))
-        conn.settimeout(REPLY_TIMEOUT)
+        # Also after a request that ran out of time: the reply gets its own.
+        conn.deadline = time.monotonic() + REPLY_TIMEOUT
         conn.sendall(head.encode() + body)
 
     def stop(self):

@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -24,6 +25,8 @@ from mlaccel.taskd import readiness as taskd_readiness
 from mlaccel import tls
 
 TOKEN = 'token-of-vm-a-0123456789'
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 OTHER_TOKEN = 'token-of-vm-b-0123456789'
 
 
@@ -290,8 +293,16 @@ class HostileClientTest(ListenerBase):
         sock = socket.create_connection(('127.0.0.1', self.listener.port),
                                         timeout=5)
         self.addCleanup(sock.close)
-        hello = os.urandom(300)
-        self.assertIsNotNone(self._trickle(sock, hello),
+        # A real ClientHello, a byte at a time: at 10 bytes a second it
+        # would take far longer than the listener's request timeout.
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        hello = tls.client_context(
+            pinned_cert_pem=self.listener.cert_pem).wrap_bio(
+                incoming, outgoing)
+        self.assertRaises(ssl.SSLWantReadError, hello.do_handshake)
+        data = outgoing.read()
+        self.assertGreater(len(data), 100)
+        self.assertIsNotNone(self._trickle(sock, data),
                              'the listener never closed the connection')
         self._assert_serving()
 
@@ -440,3 +451,19 @@ class EventletTest(testtools.TestCase):
                                 capture_output=True, text=True, timeout=60)
         self.assertEqual(0, result.returncode, result.stderr)
         self.assertIn('delivered', result.stdout)
+
+    def test_hostile_clients_under_monkey_patching(self):
+        # Eventlet's TLS sockets restart their timeout at every wait: the
+        # deadlines must hold there too.
+        script = '\n'.join([
+            'import eventlet',
+            'eventlet.monkey_patch()',
+            'import sys',
+            'from testtools import run',
+            'run.main([sys.argv[0], "tests.unit.launcher.test_readiness.'
+            'HostileClientTest"], sys.stdout)'])
+        result = subprocess.run(
+            [sys.executable, '-c', script], capture_output=True, text=True,
+            timeout=300, cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO))
+        self.assertEqual(0, result.returncode, result.stdout[-3000:])
+        self.assertIn('OK', result.stdout)
