@@ -53,6 +53,13 @@ def _listen(text):
     return host or '0.0.0.0', port
 
 
+def _port(text):
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError('expected a port 0-65535, got %r'
+                                         % text)
+    return int(text)
+
+
 def _positive(kind):
     def parse(text):
         value = kind(text)
@@ -98,7 +105,7 @@ def build_parser():
         help='address of the readiness listener')
     add('--callback-host',
         help='host or address the VMs reach the readiness listener at')
-    add('--taskd-port', type=int, help='TCP port of taskd in the VMs')
+    add('--taskd-port', type=_port, help='TCP port of taskd in the VMs')
     add('--preload', help='comma-separated modules taskd imports before it '
                           'reports ready')
     add('--poll-interval', type=_positive(float),
@@ -174,6 +181,15 @@ def _configure(conf, args):
     logging.setup(conf, 'mlaccel-launch')
 
 
+def _check_output(path):
+    """Refuse, before anything is created, a record path not writable."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError('--output %s is a directory' % path)
+    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
+        raise ValueError('--output: cannot write in %s' % directory)
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     conf = mlaccel_conf.CONF
@@ -185,6 +201,8 @@ def main(argv=None):
     try:
         _configure(conf, args)
         protocol.TaskSpec(args.task, args.task_args, **submit)
+        if args.output:
+            _check_output(args.output)
     except (ValueError, cfg.Error, OSError) as exc:
         sys.stderr.write('mlaccel launch: %s\n' % _one_line(exc))
         return 2
@@ -209,7 +227,12 @@ def main(argv=None):
         sys.stderr.write('mlaccel launch: %s\n' % _one_line(exc))
         return 1
     if args.output:
-        record.write_json(result, args.output)
+        try:
+            record.write_json(result, args.output)
+        except OSError as exc:
+            sys.stderr.write('mlaccel launch: cannot write the record: %s\n'
+                             % _one_line(exc))
+            status = status or 1
     sys.stdout.write(record.format_table(result))
     if result['error']:
         sys.stderr.write('mlaccel launch: %s: %s\n'

@@ -45,6 +45,8 @@ class ParserTest(testtools.TestCase):
     def test_bad_input_is_a_usage_error(self):
         for extra in (['--task-args', '[1]'], ['--task-args', '{'],
                       ['--count', '0'], ['--listen', 'nohost'],
+                      ['--taskd-port', '70000'], ['--taskd-port', '-1'],
+                      ['--listen', 'h:65536'],
                       ['--timeout', '-1']):
             stderr = io.StringIO()
             self.useFixture(
@@ -131,6 +133,11 @@ class BadInputTest(testtools.TestCase):
         result = self._run('launch', '--image', 'i', '--flavor', 'f',
                            '--task', 'no spaces allowed')
         self.assertOneLine(result, 2, 'entry')
+
+    def test_unwritable_output(self):
+        for path in ('/nonexistent/record.json', '/'):
+            result = self._run('launch', *REQUIRED, '--output', path)
+            self.assertOneLine(result, 2, '--output')
 
     def test_help_and_usage(self):
         result = self._run('--help')
