@@ -115,3 +115,29 @@ def write_key(path, text):
     except OSError as exc:
         os.unlink(path)
         raise KeyFileError('%s cannot be written: %s' % (path, exc.strerror))
+
+
+def provision(deployment_key_file, host_key_files):
+    """Make a deployment secret if there is none, and hosts' keys from it.
+
+    For test clouds and installers: an existing deployment secret is kept;
+    a host key file is (re)written, atomically and 0600, unless it already
+    holds the right key.
+
+    :param host_key_files: ``{host: path}``.
+    """
+    if not os.path.exists(deployment_key_file):
+        write_key(deployment_key_file, generate())
+    secret = read_deployment_key(deployment_key_file)
+    for host, path in host_key_files.items():
+        text = derive(secret, host).hex()
+        try:
+            if read_host_key(path).hex() == text:
+                continue
+        except KeyFileError:
+            pass
+        tmp = '%s.tmp-%d' % (path, os.getpid())
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        write_key(tmp, text)
+        os.replace(tmp, path)

@@ -39,7 +39,9 @@ def secrets(url):
     if parts is None:
         match = _USERINFO.search(url or '')
         if match:
-            found.add(match.group(0)[2:-1])
+            user, colon, password = match.group(0)[2:-1].partition(':')
+            if colon:
+                found.update((user + colon + password, password))
     else:
         if parts.password:
             found.add(parts.password)
