@@ -7,6 +7,7 @@ devstack plugin runs too (see :mod:`mlaccel.testing.aio.cloud`).
 import os
 import shutil
 
+from mlaccel.statebus import keys as statebus_keys
 from mlaccel.testing.aio import layout as aio_layout
 
 #: The compute driver name the computes load (see mlaccel.testing.compute).
@@ -136,6 +137,15 @@ def nova(lay):
     }
     if lay.settings.cinder:
         sections['cinder'] = _client(lay, 'nova')
+    # Signed host reports: the scheduler holds the deployment secret, each
+    # compute only its own derived key.
+    keys_dir = lay.path('etc', 'mlaccel')
+    os.makedirs(keys_dir, mode=0o700, exist_ok=True)
+    deployment_key = os.path.join(keys_dir, 'statebus-deployment.key')
+    host_keys = {host: os.path.join(keys_dir, 'statebus-%s.key' % host)
+                 for host in lay.compute_hosts()}
+    statebus_keys.provision(deployment_key, host_keys)
+    sections['mlaccel_statebus'] = {'deployment_key_file': deployment_key}
     write(os.path.join(etc, 'nova.conf'), sections)
     # nova-api's WSGI app finds api-paste.ini and nova.conf in one folder.
     shutil.copy(os.path.join(lay.venv, 'etc', 'nova', 'api-paste.ini'), etc)
@@ -145,6 +155,8 @@ def nova(lay):
         write(os.path.join(etc, 'compute-%s.conf' % host), {
             'DEFAULT': {'host': host, 'state_path': state,
                         'compute_driver': TEST_DRIVER},
+            'mlaccel_statebus': {'deployment_key_file': '',
+                                 'host_key_file': host_keys[host]},
         })
 
 
