@@ -81,6 +81,25 @@ OPTS = [
         help='Seconds to wait for all the launch\'s servers to disappear '
              'after deleting them; the ones left are reported as leaked.'),
     cfg.StrOpt(
+        'notification_url',
+        secret=True,
+        help='oslo.messaging transport URL on which Nova publishes its '
+             'versioned notifications (e.g. rabbit://user:password@host:5672/'
+             '). When set, the launcher listens to them, on a queue of its '
+             'own removed at the end of the launch, and takes the end of '
+             'scheduling and the moment each VM turned ACTIVE from them, to '
+             'the microsecond. Nova must have [notifications] '
+             'notification_format = versioned (or both) and '
+             '[oslo_messaging_notifications] driver = messagingv2. Unset, '
+             'the record falls back to Nova\'s instance actions (whole '
+             'seconds on MySQL and MariaDB, the build start standing in for '
+             'the end of scheduling). Needs oslo.messaging.'),
+    cfg.StrOpt(
+        'notification_topic',
+        default='versioned_notifications',
+        help='Topic of Nova\'s versioned notifications, as in Nova\'s '
+             '[notifications] versioned_notifications_topics.'),
+    cfg.StrOpt(
         'name_prefix',
         default='mlaccel',
         regex=r'^[A-Za-z0-9][A-Za-z0-9_.]*$',

@@ -14,9 +14,10 @@ The steps, all bounded by one deadline:
 3. Submit the task to every daemon, over TLS pinned to that VM's own
    certificate, and wait for the results (the daemon's ``wait`` blocks
    server-side until the task ends).
-4. Read Nova's instance actions for the scheduling and creation times,
-   delete every server (also ones whose create response was lost) and
-   return the record.
+4. Collect each VM's boundaries (Nova's versioned notifications when a
+   notification transport is configured, instance actions otherwise; see
+   :mod:`mlaccel.launcher.record`), delete every server (also ones whose
+   create response was lost) and return the record.
 
 Any failure, ``KeyboardInterrupt`` or SIGTERM turned into one ends the
 launch early and still deletes every server; cleanup runs in a non-daemon
@@ -35,6 +36,7 @@ from oslo_utils import uuidutils
 
 from mlaccel import conf as mlaccel_conf
 from mlaccel.launcher import actions
+from mlaccel.launcher import events
 from mlaccel.launcher import readiness
 from mlaccel.launcher import record
 from mlaccel.launcher import servers
@@ -49,6 +51,8 @@ FAILED = 'failed'
 CANCELLED = 'cancelled'
 #: Seconds the best-effort calls made while cleaning up may take.
 CLEANUP_CALL_TIMEOUT = 10.0
+#: Seconds to wait for a built server's last notification to arrive.
+NOTIFICATION_GRACE = 5.0
 
 
 class LaunchError(Exception):
@@ -123,6 +127,7 @@ class _VM:
         self.task_id = None
         self.task = None
         self.nova = None
+        self.notified = None
 
     @property
     def built(self):
@@ -132,7 +137,7 @@ class _VM:
     def done(self):
         return self.task is not None
 
-    def to_record(self):
+    def to_record(self, poll_interval=None):
         task = self.task or {}
         return {
             'name': self.name, 'server_id': self.server_id,
@@ -145,13 +150,14 @@ class _VM:
             'nova': self.nova,
             'observed': {
                 'requested': self.requested,
-                'scheduled': (self.nova or {}).get('scheduled'),
-                'built': (self.nova or {}).get('built'),
+                'notified': self.notified,
+                'nova': self.nova,
                 'active_seen': self.active_seen,
+                'poll_interval': poll_interval,
                 'ready_received': self.ready.received_at
                 if self.ready else None,
-                'first_step_at': task.get('first_step_at')
-                or task.get('started_at'),
+                'first_step_at': task.get('first_step_at'),
+                'started_at': task.get('started_at'),
                 'finished_at': task.get('finished_at')}}
 
 
@@ -175,6 +181,7 @@ class Launch:
                  **options):
         conf = conf or mlaccel_conf.CONF
         self.opts = _settings(conf, options)
+        self.conf = conf
         self.conn = conn
         self.launch_id = uuid.uuid4().hex[:12]
         self.spec = spec
@@ -217,6 +224,7 @@ class Launch:
         cleanup = {}
         try:
             self.listener.start()
+            self._start_notifications()
             image_id, flavor_id, group_id = self._resolve()
             poller = threading.Thread(target=self._poll, daemon=True,
                                       name='mlaccel-launch-poll')
@@ -246,7 +254,8 @@ class Launch:
                 lambda: self._cleanup(outcome == SUCCEEDED))
         result = record.build(
             self.launch_id, self.request,
-            [vm.to_record() for vm in self.vms], outcome, error=error,
+            [vm.to_record(self.opts['poll_interval']) for vm in self.vms],
+            outcome, error=error,
             cleanup=cleanup, limiter={'limit': self.limiter.limit})
         if interrupted:
             raise LaunchInterrupted(result)
@@ -490,7 +499,49 @@ class Launch:
             LOG.warning('Cancelling task %s on %s failed: %s', vm.task_id,
                         vm.name, exc)
 
+    def _start_notifications(self):
+        """Listen to Nova's notifications if a transport URL is set."""
+        self.notifications = None
+        if not self.opts['notification_url']:
+            return
+        source = events.NotificationSource(
+            self.opts['notification_url'], self.conf,
+            topic=self.opts['notification_topic'])
+        try:
+            self.notifications = source.start()
+        except Exception as exc:
+            LOG.warning('Cannot listen to Nova\'s notifications (%s); the '
+                        'record falls back to instance actions', exc)
+
+    def _read_notifications(self):
+        """Each VM's notified boundaries; stops the listener."""
+        source = getattr(self, 'notifications', None)
+        if source is None:
+            return
+        try:
+            built = [vm.server_id for vm in self.vms
+                     if vm.server_id and vm.built]
+
+            def complete():
+                return all(
+                    source.times(server)['active'] is not None
+                    or source.times(server)['failed'] is not None
+                    for server in built)
+            if not source.events.wait(complete, NOTIFICATION_GRACE):
+                LOG.warning('Some of the launch\'s build notifications did '
+                            'not arrive; their VMs fall back to instance '
+                            'actions')
+            for vm in self.vms:
+                if vm.server_id:
+                    vm.notified = source.times(vm.server_id)
+        finally:
+            source.stop()
+
     def _read_actions(self):
+        try:
+            self._read_notifications()
+        except Exception as exc:
+            LOG.warning('Reading Nova\'s notifications failed: %s', exc)
         todo = [vm for vm in self.vms if vm.server_id]
         if not todo:
             return

@@ -1,52 +1,120 @@
 """The life-cycle record of a launch: per VM and per task, JSON and table.
 
-Each VM's timeline merges three clocks' observations:
+Each VM's boundaries (:data:`mlaccel.lifecycle.DEFINITIONS`) come from the
+first source that has them, in this order:
 
-- the launcher's: ``requested`` (just before the create call), the moment
-  it saw the VM ACTIVE and the arrival of the daemon's readiness push;
-- Nova's instance actions (:mod:`mlaccel.launcher.actions`): ``scheduled``
-  and when the build finished;
-- the task daemon's in the guest: the task's first training step and end.
+============  ==============================================================
+boundary      sources, best first
+============  ==============================================================
+requested     the launcher's clock just before the create call
+scheduled     ``scheduler.select_destinations.end`` notification; the
+              instance action's build start (the compute began the build:
+              later than the host choice by the conductor's work)
+active        ``instance.create.end`` notification; the instance action's
+              build end; the launcher seeing the server ACTIVE (or its
+              daemon's readiness push), precise to one poll interval
+started       taskd's ``first_step_at``; the task process's start
+finished      taskd's ``finished_at``
+============  ==============================================================
 
-Times from other clocks may be coarse (whole seconds) or a little skewed, so
-each event is clamped to be no earlier than the one before it; the raw
-observations stay in the record under ``observed``.
+The create action's ``start_time`` is never used: it is the API's request
+time. Times from other clocks may be coarse (whole seconds) or a little
+skewed, so a boundary earlier than the one before it is moved up to it and
+its ``shifted`` says by how much. The raw observations stay in the record
+under ``observed``:
+
+- ``requested``, ``active_seen``, ``ready_received``: the launcher's clock;
+  ``poll_interval``: seconds between its status polls;
+- ``notified``: :meth:`mlaccel.launcher.events.InstanceEvents.times`, or
+  ``None`` without a notification listener;
+- ``nova``: :func:`mlaccel.launcher.actions.stage_times`, or ``None``;
+- ``first_step_at``, ``started_at``, ``finished_at``: taskd's, in the guest.
 """
 
 import json
 import os
 import tempfile
 
+from mlaccel.launcher import events as nova_events
 from mlaccel import lifecycle
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
+_USEC = nova_events.PRECISION
+
+
+def _candidates(observed):
+    """``{event: [(time, Boundary), ...]}``, best source first."""
+    notified = observed.get('notified') or {}
+    nova = observed.get('nova') or {}
+    coarse = nova.get('precision') or 1.0
+    poll = observed.get('poll_interval') or 1.0
+    seen = [(when, what) for when, what in (
+        (observed.get('active_seen'), 'server seen ACTIVE by polling'),
+        (observed.get('ready_received'), 'readiness push received'))
+        if when is not None]
+    seen = [min(seen)] if seen else []
+    return {
+        'requested': [
+            (observed.get('requested'), lifecycle.Boundary(
+                lifecycle.LAUNCHER, 'create request sent', _USEC))],
+        'scheduled': [
+            (notified.get('scheduled'), lifecycle.Boundary(
+                lifecycle.NOTIFICATION, nova_events.SCHEDULE_END, _USEC)),
+            (nova.get('build_started'), lifecycle.Boundary(
+                lifecycle.INSTANCE_ACTION,
+                'compute__do_build_and_run_instance start', coarse))],
+        'active': [
+            (notified.get('active'), lifecycle.Boundary(
+                lifecycle.NOTIFICATION, nova_events.CREATE_END, _USEC)),
+            (nova.get('built'), lifecycle.Boundary(
+                lifecycle.INSTANCE_ACTION,
+                'compute__do_build_and_run_instance finish', coarse))]
+        + [(when, lifecycle.Boundary(lifecycle.LAUNCHER, what, poll))
+           for when, what in seen],
+        'started': [
+            (observed.get('first_step_at'), lifecycle.Boundary(
+                lifecycle.TASKD, 'first_step', _USEC)),
+            (observed.get('started_at'), lifecycle.Boundary(
+                lifecycle.TASKD, 'task process started (no first step '
+                'reported)', _USEC))],
+        'finished': [
+            (observed.get('finished_at'), lifecycle.Boundary(
+                lifecycle.TASKD, 'task process ended', _USEC))],
+    }
+
+
+def _preferred():
+    return {event: options[0][1] for event, options
+            in _candidates({}).items()}
+
+
+def fallbacks(timeline):
+    """``{event: Boundary}`` of boundaries not from their defining event."""
+    preferred = _preferred()
+    return {event: boundary for event, boundary in
+            sorted((timeline.get('boundaries') or {}).items(),
+                   key=lambda item: lifecycle.EVENTS.index(item[0]))
+            if (boundary['source'], boundary['event']) !=
+            (preferred[event].source, preferred[event].event)}
 
 
 def vm_timeline(name, observed):
     """A VM's :class:`~mlaccel.lifecycle.Timeline` from raw observations.
 
-    :param observed: dict with any of ``requested``, ``scheduled``,
-        ``built``, ``active_seen``, ``ready_received``, ``first_step_at``,
-        ``finished_at`` (UNIX times or ``None``).
+    :param observed: dict of raw observations (see the module's doc).
     """
-    # The earliest sign of a running VM: Nova's build end, the launcher
-    # seeing ACTIVE, or the guest's daemon already reporting ready.
-    signs = [observed.get(k) for k in ('built', 'active_seen',
-                                       'ready_received')]
-    signs = [when for when in signs if when is not None]
-    active = min(signs) if signs else None
-    candidates = (('requested', observed.get('requested')),
-                  ('scheduled', observed.get('scheduled')),
-                  ('active', active),
-                  ('started', observed.get('first_step_at')),
-                  ('finished', observed.get('finished_at')))
     timeline = lifecycle.Timeline(name)
     floor = None
-    for event, when in candidates:
-        if when is None:
+    for event, options in _candidates(observed).items():
+        found = next(((when, boundary) for when, boundary in options
+                      if when is not None), None)
+        if found is None:
             continue
-        when = when if floor is None else max(floor, when)
-        timeline.mark(event, when)
+        when, boundary = found
+        if floor is not None and when < floor:
+            boundary.shifted = floor - when
+            when = floor
+        timeline.mark(event, when, boundary)
         floor = when
     return timeline
 
@@ -74,6 +142,7 @@ def build(launch_id, request, vms, outcome, error=None, cleanup=None,
     return {'version': RECORD_VERSION, 'launch_id': launch_id,
             'request': request, 'outcome': outcome, 'error': error,
             'timeline': task.to_dict(), 'vms': vm_records,
+            'definitions': dict(lifecycle.DEFINITIONS),
             'cleanup': cleanup or {}, 'limiter': limiter or {}}
 
 
@@ -125,4 +194,9 @@ def format_table(record):
     lines = [line(columns), rule] + [line(row) for row in rows[:-1]] \
         + [rule, line(rows[-1])]
     lines.append('(seconds; launch %s)' % record['launch_id'])
+    for vm in record['vms']:
+        for event, boundary in fallbacks(vm['timeline']).items():
+            lines.append('%s: %s from %s %s (precision %g s)' % (
+                vm['name'], event, boundary['source'], boundary['event'],
+                boundary['precision']))
     return '\n'.join(lines) + '\n'

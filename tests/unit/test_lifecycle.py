@@ -87,3 +87,40 @@ class TestTimeline(testtools.TestCase):
         self.assertEqual({'requested': 1.0},
                          lifecycle.Timeline.span('t', iter(vms)).events)
         self.assertEqual({}, lifecycle.Timeline.span('t', []).events)
+
+    def test_every_event_has_a_definition(self):
+        self.assertEqual(set(lifecycle.EVENTS), set(lifecycle.DEFINITIONS))
+
+    def test_stages_add_up_to_the_total(self):
+        timeline = lifecycle.Timeline('vm1', **FULL)
+        self.assertEqual(timeline.total(), sum(timeline.durations().values()))
+
+    def test_boundaries_kept_replaced_and_round_tripped(self):
+        timeline = lifecycle.Timeline('vm1', **FULL)
+        exact = lifecycle.Boundary(lifecycle.NOTIFICATION,
+                                   'instance.create.end', 1e-6)
+        timeline.mark('active', 131.25, exact)
+        self.assertEqual({'active': exact}, timeline.boundaries)
+        data = json.loads(json.dumps(timeline.to_dict()))
+        self.assertEqual({'active': {'source': 'nova-notification',
+                                     'event': 'instance.create.end',
+                                     'precision': 1e-6, 'shifted': 0.0}},
+                         data['boundaries'])
+        again = lifecycle.Timeline.from_dict(data)
+        self.assertEqual({'active': exact}, again.boundaries)
+        # A new time without a source drops the old source.
+        timeline.mark('active', 131.5)
+        self.assertEqual({}, timeline.boundaries)
+
+    def test_task_span_keeps_the_boundary_of_the_vm_it_took(self):
+        coarse = lifecycle.Boundary(lifecycle.INSTANCE_ACTION, 'x', 1.0)
+        exact = lifecycle.Boundary(lifecycle.NOTIFICATION, 'y', 1e-6)
+        first = lifecycle.Timeline('a')
+        first.mark('requested', 100.0, exact)
+        first.mark('active', 110.0, coarse)
+        second = lifecycle.Timeline('b')
+        second.mark('requested', 101.0, coarse)
+        second.mark('active', 109.0, exact)
+        task = lifecycle.Timeline.span('t', [first, second])
+        self.assertEqual({'requested': exact, 'active': coarse},
+                         task.boundaries)

@@ -1,13 +1,23 @@
-"""The launch record: timelines from mixed clocks, JSON and the table."""
+"""The launch record and where its boundaries come from.
+
+Boundaries from the best source, JSON and the table; the notification
+collector and listener that give the precise ones.
+"""
 
 import json
 import os
+import threading
 
 import fixtures
+from oslo_config import cfg
 import testtools
 
 from mlaccel.launcher import actions
+from mlaccel.launcher import events
 from mlaccel.launcher import record
+from mlaccel import lifecycle
+
+UUID = '7b6b2e4e-4d7e-4b8e-9a51-2f0c0f0c0f01'
 
 
 def _vm(name, requested, **observed):
@@ -15,54 +25,103 @@ def _vm(name, requested, **observed):
             'observed': dict(observed, requested=requested)}
 
 
+def _notified(scheduled=None, active=None, build_started=None):
+    return {'scheduled': scheduled, 'build_started': build_started,
+            'active': active, 'failed': None, 'builds': 1}
+
+
+def _nova(build_started=None, built=None, precision=1.0):
+    return {'requested': None, 'scheduled': None,
+            'build_started': build_started, 'built': built,
+            'build_result': 'Success', 'precision': precision}
+
+
 class VmTimelineTest(testtools.TestCase):
 
-    def test_all_sources(self):
+    def test_notifications_and_taskd_give_every_boundary(self):
         timeline = record.vm_timeline('vm0', {
-            'requested': 100.0, 'scheduled': 100.5, 'built': 103.0,
-            'active_seen': 103.8, 'first_step_at': 110.0,
-            'finished_at': 130.0})
-        self.assertEqual({'scheduling': 0.5, 'creation': 2.5,
-                          'buffering': 7.0, 'running': 20.0},
+            'requested': 100.0,
+            'notified': _notified(scheduled=102.25, active=105.5),
+            'nova': _nova(build_started=102.0, built=106.0),
+            'active_seen': 106.3, 'first_step_at': 110.0,
+            'started_at': 109.0, 'finished_at': 130.0})
+        self.assertEqual({'scheduling': 2.25, 'creation': 3.25,
+                          'buffering': 4.5, 'running': 20.0},
                          timeline.durations())
         self.assertEqual(30.0, timeline.total())
+        self.assertEqual(timeline.total(), sum(timeline.durations().values()))
+        sources = {event: (b.source, b.event, b.precision)
+                   for event, b in timeline.boundaries.items()}
+        self.assertEqual({
+            'requested': ('launcher', 'create request sent', 1e-6),
+            'scheduled': ('nova-notification',
+                          'scheduler.select_destinations.end', 1e-6),
+            'active': ('nova-notification', 'instance.create.end', 1e-6),
+            'started': ('taskd', 'first_step', 1e-6),
+            'finished': ('taskd', 'task process ended', 1e-6)}, sources)
 
-    def test_active_seen_used_without_nova_and_when_earlier(self):
+    def test_instance_actions_fallback_never_uses_the_request_time(self):
+        # The create action's start time is the API's request time: using it
+        # as the end of scheduling made scheduling read 0.
+        nova = actions.stage_times({
+            'start_time': '2026-01-02T03:04:05',
+            'events': [{'event': 'compute__do_build_and_run_instance',
+                        'start_time': '2026-01-02T03:04:08',
+                        'finish_time': '2026-01-02T03:04:11',
+                        'result': 'Success'}]})
+        base = actions.parse_time('2026-01-02T03:04:05')
         timeline = record.vm_timeline('vm0', {
-            'requested': 100.0, 'active_seen': 104.0})
-        self.assertEqual(104.0, timeline.events['active'])
+            'requested': base - 0.2, 'nova': nova, 'active_seen': base + 7,
+            'first_step_at': base + 9, 'finished_at': base + 10})
+        self.assertEqual(base + 3, timeline.events['scheduled'])
+        self.assertEqual(base + 6, timeline.events['active'])
+        for event in ('scheduled', 'active'):
+            boundary = timeline.boundaries[event]
+            self.assertEqual('nova-instance-action', boundary.source)
+            self.assertEqual(1.0, boundary.precision)
+        self.assertEqual(['scheduled', 'active'],
+                         list(record.fallbacks(timeline.to_dict())))
+
+    def test_launcher_observation_is_the_last_resort_for_active(self):
+        timeline = record.vm_timeline('vm0', {
+            'requested': 100.0, 'active_seen': 104.0, 'ready_received': 103.5,
+            'poll_interval': 0.5})
+        self.assertEqual(103.5, timeline.events['active'])
+        boundary = timeline.boundaries['active']
+        self.assertEqual(('launcher', 'readiness push received', 0.5),
+                         (boundary.source, boundary.event,
+                          boundary.precision))
         self.assertNotIn('scheduled', timeline.events)
         self.assertIsNone(timeline.duration('scheduling'))
-        timeline = record.vm_timeline('vm0', {
-            'requested': 100.0, 'built': 105.0, 'active_seen': 104.0})
-        self.assertEqual(104.0, timeline.events['active'])
 
-    def test_readiness_push_bounds_active(self):
-        # The guest's daemon reported ready before Nova wrote the build end.
+    def test_coarse_or_skewed_times_shifted_and_said_so(self):
+        # Whole-second times may precede the request; a guest clock may
+        # lag: no stage is negative and the record says what was moved.
         timeline = record.vm_timeline('vm0', {
-            'requested': 100.0, 'built': 105.0, 'active_seen': 105.5,
-            'ready_received': 104.5})
-        self.assertEqual(104.5, timeline.events['active'])
-
-    def test_coarse_or_skewed_times_clamped_monotonic(self):
-        # Nova's whole-second times may precede the request; a guest clock
-        # may lag: no stage ever gets a negative duration.
-        timeline = record.vm_timeline('vm0', {
-            'requested': 100.7, 'scheduled': 100.0, 'built': 102.0,
+            'requested': 100.7, 'nova': _nova(build_started=100.0,
+                                              built=102.0),
             'first_step_at': 101.0, 'finished_at': 105.0})
         durations = timeline.durations()
         self.assertEqual(0.0, durations['scheduling'])
         self.assertEqual(0.0, durations['buffering'])
-        for value in durations.values():
-            self.assertGreaterEqual(value, 0.0)
+        self.assertAlmostEqual(0.7, timeline.boundaries['scheduled'].shifted)
+        self.assertEqual(1.0, timeline.boundaries['started'].shifted)
+        self.assertEqual(0.0, timeline.boundaries['finished'].shifted)
+        self.assertAlmostEqual(timeline.total(), sum(durations.values()))
+
+    def test_task_started_without_first_step(self):
+        timeline = record.vm_timeline('vm0', {
+            'requested': 1.0, 'started_at': 5.0, 'finished_at': 6.0})
+        self.assertEqual(5.0, timeline.events['started'])
+        self.assertIn('no first step', timeline.boundaries['started'].event)
 
 
 class BuildTest(testtools.TestCase):
 
     def _record(self):
-        vms = [_vm('vm0', 100.0, scheduled=101.0, built=104.0,
+        vms = [_vm('vm0', 100.0, notified=_notified(101.0, 104.0),
                    first_step_at=106.0, finished_at=116.0),
-               _vm('vm1', 100.2, scheduled=101.5, built=105.0,
+               _vm('vm1', 100.2, notified=_notified(101.5, 105.0),
                    first_step_at=107.0, finished_at=118.0)]
         return record.build('abc', {'count': 2}, vms, 'succeeded',
                             cleanup={'deleted': ['a', 'b'], 'leaked': []})
@@ -75,8 +134,12 @@ class BuildTest(testtools.TestCase):
         self.assertEqual(105.0, task['events']['active'])
         self.assertEqual(118.0, task['events']['finished'])
         self.assertEqual(18.0, task['total'])
+        self.assertEqual(task['total'], sum(task['durations'].values()))
+        self.assertEqual('nova-notification',
+                         task['boundaries']['scheduled']['source'])
         self.assertEqual(1.0, rec['vms'][0]['timeline']['durations'][
             'scheduling'])
+        self.assertEqual(lifecycle.DEFINITIONS, rec['definitions'])
 
     def test_json_round_trip_atomic(self):
         rec = self._record()
@@ -86,6 +149,8 @@ class BuildTest(testtools.TestCase):
         with open(path) as stream:
             self.assertEqual(rec, json.load(stream))
         self.assertEqual(['record.json'], os.listdir(os.path.dirname(path)))
+        again = lifecycle.Timeline.from_dict(rec['vms'][1]['timeline'])
+        self.assertEqual(rec['vms'][1]['timeline'], again.to_dict())
 
     def test_unserialisable_record_leaves_no_file(self):
         directory = self.useFixture(fixtures.TempDir()).path
@@ -105,6 +170,18 @@ class BuildTest(testtools.TestCase):
                           '18.000', 'succeeded'], lines[5].split())
         self.assertIn('launch abc', lines[-1])
 
+    def test_table_names_fallback_boundaries(self):
+        rec = record.build('abc', {}, [_vm(
+            'vm0', 100.0, nova=_nova(101.0, 103.0), first_step_at=104.0,
+            finished_at=105.0)], 'succeeded')
+        lines = record.format_table(rec).splitlines()
+        self.assertEqual(
+            ['vm0: scheduled from nova-instance-action '
+             'compute__do_build_and_run_instance start (precision 1 s)',
+             'vm0: active from nova-instance-action '
+             'compute__do_build_and_run_instance finish (precision 1 s)'],
+            lines[-2:])
+
     def test_table_with_missing_stages(self):
         rec = record.build('abc', {}, [_vm('vm0', 100.0)], 'failed')
         lines = record.format_table(rec).splitlines()
@@ -121,14 +198,16 @@ class ActionTimesTest(testtools.TestCase):
         times = actions.stage_times({
             'start_time': '2026-01-02T03:04:05.500000',
             'events': [{'event': 'compute__do_build_and_run_instance',
-                        'start_time': '2026-01-02T03:04:06.000000',
+                        'start_time': '2026-01-02T03:04:06.250000',
                         'finish_time': '2026-01-02T03:04:09.250000',
                         'result': 'Success'}]})
         base = actions.parse_time('2026-01-02T03:04:05+00:00')
-        self.assertEqual(0.5, times['scheduled'] - base)
-        self.assertEqual(1.0, times['build_started'] - base)
+        self.assertEqual(0.5, times['requested'] - base)
+        self.assertIsNone(times['scheduled'])
+        self.assertEqual(1.25, times['build_started'] - base)
         self.assertEqual(4.25, times['built'] - base)
         self.assertEqual('Success', times['build_result'])
+        self.assertEqual(1e-6, times['precision'])
 
     def test_failed_build_and_schedule_event(self):
         times = actions.stage_times({
@@ -144,10 +223,134 @@ class ActionTimesTest(testtools.TestCase):
                          times['scheduled'])
         self.assertIsNone(times['built'])
         self.assertEqual('Error', times['build_result'])
+        self.assertEqual(1.0, times['precision'])
 
-    def test_parse_time(self):
+    def test_parse_time_and_precision(self):
         self.assertIsNone(actions.parse_time(None))
         self.assertEqual(0.0, actions.parse_time('1970-01-01T00:00:00'))
         self.assertEqual(3600.0,
                          actions.parse_time('1970-01-01T02:00:00+01:00'))
         self.assertEqual(7.0, actions.parse_time(7))
+        self.assertEqual(1.0, actions.precision('2026-01-02T03:04:05'))
+        self.assertEqual(1.0, actions.precision('2026-01-02 03:04:05.000000'))
+        self.assertEqual(1e-6, actions.precision('2026-01-02T03:04:05.000001'))
+        self.assertIsNone(actions.precision(None))
+
+
+def _payload(event_type, server, extra=None):
+    key = 'instance_uuid' if event_type.startswith('scheduler.') else 'uuid'
+    return {'nova_object.name': 'Payload', 'nova_object.version': '1.0',
+            'nova_object.namespace': 'nova',
+            'nova_object.data': dict(extra or {}, **{key: server})}
+
+
+class InstanceEventsTest(testtools.TestCase):
+
+    def test_times_from_notifications(self):
+        collected = events.InstanceEvents()
+        for event_type, stamp in (
+                (events.SCHEDULE_END, '2026-01-02 03:04:05.250000'),
+                (events.CREATE_START, '2026-01-02 03:04:05.500000'),
+                (events.CREATE_ERROR, '2026-01-02 03:04:06.000000'),
+                # A re-schedule: a second host chosen and built.
+                (events.SCHEDULE_END, '2026-01-02 03:04:06.500000'),
+                (events.CREATE_START, '2026-01-02 03:04:06.750000'),
+                (events.CREATE_END, '2026-01-02 03:04:07.125000')):
+            self.assertTrue(collected.add(
+                event_type, _payload(event_type, UUID), stamp))
+        base = actions.parse_time('2026-01-02 03:04:05')
+        times = collected.times(UUID)
+        self.assertEqual(0.25, times['scheduled'] - base)
+        self.assertEqual(0.5, times['build_started'] - base)
+        self.assertEqual(2.125, times['active'] - base)
+        self.assertEqual(1.0, times['failed'] - base)
+        self.assertEqual(2, times['builds'])
+        self.assertEqual({'scheduled': None, 'build_started': None,
+                          'active': None, 'failed': None, 'builds': 0},
+                         collected.times('other'))
+
+    def test_other_or_bad_notifications_ignored(self):
+        collected = events.InstanceEvents()
+        self.assertFalse(collected.add(
+            'instance.delete.end', _payload('instance.delete.end', UUID),
+            '2026-01-02 03:04:05.1'))
+        self.assertFalse(collected.add(events.CREATE_END, {'x': 1},
+                                       '2026-01-02 03:04:05.1'))
+        self.assertFalse(collected.add(events.CREATE_END, 'not a dict',
+                                       '2026-01-02 03:04:05.1'))
+        self.assertFalse(collected.add(
+            events.CREATE_END, _payload(events.CREATE_END, UUID), 'garbage'))
+        self.assertFalse(collected.add(
+            events.CREATE_END, _payload(events.CREATE_END, UUID), None))
+        self.assertEqual(0, collected.times(UUID)['builds'])
+        self.assertIsNone(collected.times(UUID)['active'])
+
+    def test_keeps_the_latest_instances_only(self):
+        collected = events.InstanceEvents(capacity=2)
+        for server in ('a', 'b', 'c'):
+            collected.add(events.CREATE_END,
+                          _payload(events.CREATE_END, server), 10.0)
+        self.assertIsNone(collected.times('a')['active'])
+        self.assertEqual(10.0, collected.times('c')['active'])
+
+    def test_wait_wakes_on_arrival(self):
+        collected = events.InstanceEvents()
+        arrived = threading.Event()
+
+        def later():
+            arrived.wait()
+            collected.add(events.CREATE_END,
+                          _payload(events.CREATE_END, UUID), 5.0)
+        thread = threading.Thread(target=later)
+        thread.start()
+        self.addCleanup(thread.join)
+        arrived.set()
+        self.assertTrue(collected.wait(
+            lambda: collected.times(UUID)['active'] is not None, 60))
+        self.assertFalse(collected.wait(lambda: False, 0))
+
+
+class NotificationSourceTest(testtools.TestCase):
+    """The listener on oslo.messaging's in-memory transport.
+
+    A real oslo.messaging notifier sends the way Nova sends versioned
+    notifications.
+    """
+
+    def test_listener_collects_from_its_own_pool(self):
+        import oslo_messaging
+        conf = cfg.ConfigOpts()
+        conf([], default_config_files=[])
+        one = events.NotificationSource('fake:/', conf)
+        two = events.NotificationSource('fake:/', conf)
+        for source in (one, two):
+            source.start()
+            self.addCleanup(source.stop)
+        # Nova publishes to its control exchange, "nova".
+        conf.set_override('control_exchange', 'nova')
+        transport = oslo_messaging.get_notification_transport(
+            conf, url='fake:/')
+        self.addCleanup(transport.cleanup)
+        notifier = oslo_messaging.Notifier(
+            transport, publisher_id='nova-compute:host1',
+            driver='messagingv2', topics=['versioned_notifications'])
+        notifier.info({}, 'instance.update', _payload('instance.update',
+                                                      UUID))
+        notifier.info({}, events.CREATE_END,
+                      _payload(events.CREATE_END, UUID))
+        for source in (one, two):
+            self.assertTrue(source.events.wait(
+                lambda: source.times(UUID)['active'] is not None, 60))
+        # Each pool got the notification: neither took it from the other.
+        self.assertEqual(one.times(UUID), two.times(UUID))
+        self.assertNotEqual(one.pool, two.pool)
+
+    def test_unreachable_rabbitmq_fails_at_start(self):
+        # oslo.messaging alone would retry for ever; the launcher falls
+        # back to instance actions instead (no RabbitMQ listens on port 1).
+        conf = cfg.ConfigOpts()
+        conf([], default_config_files=[])
+        source = events.NotificationSource(
+            'rabbit://guest:guest@127.0.0.1:1/', conf)
+        self.assertRaises(Exception, source.start)
+        source.stop()  # nothing to stop
