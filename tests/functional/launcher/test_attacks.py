@@ -128,6 +128,11 @@ class AttackTest(base.LauncherTestCase):
             self.assertEqual({'x': 1}, vm['result']['args'])
             self.assertNotIn('forged', vm['result'])
             self.assertNotIn(self.forged.tcp_address, vm['address'])
+        # The record, which users share, holds no VM's secret.
+        text = json.dumps(result)
+        for token in self.tokens:
+            self.assertNotIn(token, text)
+        self.assertNotIn('PRIVATE KEY', text)
         self._assert_nothing_left()
 
     def test_a_siblings_credentials_open_nothing(self):
