@@ -34,6 +34,7 @@ class ListenerBase(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
+        self.logs = self.useFixture(fixtures.FakeLogger())
         self.listener = self._listener()
         self.received = []
         self.got = threading.Event()
@@ -135,6 +136,8 @@ class ListenerTest(ListenerBase):
                                        headers=headers)
             self.assertEqual(401, status, (token, headers))
             self.assertIn(notices.SIGNATURE_HEADER, reply['error'])
+        self.assertIn('Rejected readiness push from 127.0.0.1: missing or '
+                      'wrong X-Mlaccel-Signature', self.logs.output)
         # Signed by VM b for its own key, but sent to VM a's URL.
         status, _ = self._post(path, self._body(other), token=OTHER_TOKEN)
         self.assertEqual(401, status)
