@@ -7,7 +7,9 @@ task processes and persistent workers as well as such orphans. Each task
 process or worker runs in a session of its own (``setsid``), and what is
 still in that session when the task process ends is killed, while the
 process is still a zombie, so that its pid (the session's id) cannot have
-been reused (:func:`kill_session`).
+been reused (:func:`kill_session`), and so is any orphan the daemon adopted
+meanwhile: a task process adopts its own orphans while it runs, so an
+orphan of the daemon belongs to a task that has ended.
 Processes are signalled through pidfds, so a recycled pid is never hit.
 """
 
@@ -211,8 +213,13 @@ class Reaper:
             pid = info.si_pid
             with self._cond:
                 child = self._children.pop(pid, None)
-            if child is not None:
-                child.leftovers_killed = kill_session(pid, exclude=(pid,))
+                if child is not None:
+                    # An unregistered child is an orphan of an ended task
+                    # (a running task adopts its own orphans): killed too.
+                    # Forks wait meanwhile, so none is taken for one.
+                    child.leftovers_killed = kill_session(
+                        pid, parent=os.getpid(),
+                        exclude=set(self._children) | {pid})
             _, status = os.waitpid(pid, 0)
             if child is not None:
                 child._exited(status)

@@ -231,6 +231,7 @@ class Server:
         try:
             reader = _Reader(conn, time.monotonic() + self.conf.auth_timeout)
             if self._tls is not None:
+                # The timeout bounds the whole handshake, not each read.
                 conn.settimeout(self.conf.auth_timeout)
                 conn = self._tls.wrap_socket(conn, server_side=True,
                                              do_handshake_on_connect=False)

@@ -58,6 +58,11 @@ class TestConnections(testtools.TestCase):
 
     def test_idle_unauthenticated_peers_do_not_lock_clients_out(self):
         idle = [self.raw_tcp() for _ in range(12)]
+        # The last is refused: the ones before it hold their places.
+        idle[-1].settimeout(10)
+        self.assertEqual(protocol.error(None, protocol.BUSY,
+                                        'too many connections'),
+                         json.loads(idle[-1].makefile('rb').readline()))
         # Before the fix, four of them held every slot: "busy".
         with self.daemon.client() as conn:
             self.assertEqual('ready', conn.health()['state'])

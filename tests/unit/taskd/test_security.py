@@ -6,7 +6,9 @@ tasks run, tasks run as the task user, and the TCP listener serves TLS.
 
 import os
 import resource
+import socket
 import ssl
+import time
 
 import fixtures
 import testtools
@@ -170,3 +172,30 @@ class TestTls(testtools.TestCase):
         with client.TaskdClient(self.address, token='tls-test-token',
                                 pinned_cert_pem=other) as c:
             self.assertRaises(ssl.SSLError, c.health)
+
+    def test_slow_handshake_is_cut_off(self):
+        host, port = protocol.parse_tcp_address(self.address[4:])
+        with socket.create_connection((host, port), timeout=10) as sock:
+            # A TLS record header announcing 16 KiB, then a byte at a time:
+            # each read is quick, the whole never ends.
+            header = b'\x16\x03\x01\x40\x00'
+            deadline = time.monotonic() + 20
+            closed = False
+            for byte in header + b'\x01' * 200:
+                if time.monotonic() > deadline:
+                    break
+                try:
+                    sock.sendall(bytes([byte]))
+                except OSError:
+                    closed = True
+                    break
+                time.sleep(0.1)
+            if not closed:
+                try:
+                    sock.settimeout(1)
+                    closed = sock.recv(1) == b''
+                except ConnectionResetError:
+                    closed = True
+                except socket.timeout:
+                    closed = False
+        self.assertTrue(closed, 'the daemon kept a slow handshake open')
