@@ -40,13 +40,14 @@ line on stderr and exits with status 2.
 """
 
 import argparse
-from importlib import metadata
 import os
 import re
 import sys
 from urllib import parse
 
 from mlaccel import inifile
+from mlaccel.statebus import keys
+from mlaccel.statebus import url as bus_url
 
 SCHEDULER_GROUP = 'filter_scheduler'
 STATEBUS_GROUP = 'mlaccel_statebus'
@@ -201,33 +202,37 @@ def _one_line(text):
 
 
 def tooz_url(text):
-    """An argparse type: a tooz backend URL, never echoed (a password)."""
+    """An argparse type: a state bus URL, never echoed (a password)."""
     _one_line(text)
     try:
         url = parse.urlsplit(text)
         url.port
     except ValueError as exc:
         raise argparse.ArgumentTypeError('not a valid URL: %s' % exc)
-    backends = sorted(e.name for e in
-                      metadata.entry_points(group='tooz.backends'))
-    if url.scheme not in backends:
+    schemes = sorted(bus_url.known_schemes())
+    if url.scheme not in schemes:
         raise argparse.ArgumentTypeError(
-            'not a tooz URL: its scheme must be one of %s'
-            % ', '.join(backends))
+            'not a state bus URL: its scheme must be one of %s'
+            % ', '.join(schemes))
     if url.scheme == 'file' and (url.netloc or not url.path.startswith('/')):
         raise argparse.ArgumentTypeError(
             'a file:// URL needs an absolute path (file:///var/lib/...)')
     return text
 
 
-def key_file(text):
-    """An argparse type: the absolute path of an existing key file."""
-    _one_line(text)
-    if not os.path.isabs(text):
-        raise argparse.ArgumentTypeError('%s is not an absolute path' % text)
-    if not os.path.isfile(text):
-        raise argparse.ArgumentTypeError('%s is not an existing file' % text)
-    return text
+def _key_file(read):
+    """An argparse type: the absolute path of a key file ``read`` accepts."""
+    def key_file(text):
+        _one_line(text)
+        if not os.path.isabs(text):
+            raise argparse.ArgumentTypeError('%s is not an absolute path'
+                                             % text)
+        try:
+            read(text)
+        except keys.KeyFileError as exc:
+            raise argparse.ArgumentTypeError(str(exc))
+        return text
+    return key_file
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -252,12 +257,14 @@ def _parser():
     enable.add_argument('--statebus-url', type=tooz_url,
                         help='tooz URL of the state bus, written to '
                              '[mlaccel_statebus] backend_url')
-    enable.add_argument('--statebus-deployment-key-file', type=key_file,
+    enable.add_argument('--statebus-deployment-key-file',
+                        type=_key_file(keys.read_deployment_key),
                         help='deployment key of the state bus ("mlaccel-'
                              'statebus keygen"), for the nodes that read '
                              'host reports (schedulers); written to '
                              '[mlaccel_statebus] deployment_key_file')
-    enable.add_argument('--statebus-host-key-file', type=key_file,
+    enable.add_argument('--statebus-host-key-file',
+                        type=_key_file(keys.read_host_key),
                         help='this host\'s key ("mlaccel-statebus derive"), '
                              'for compute nodes; written to '
                              '[mlaccel_statebus] host_key_file')

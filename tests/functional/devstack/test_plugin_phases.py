@@ -57,6 +57,7 @@ class DevstackPluginPhasesTest(testtools.TestCase):
         configs.write_all(self.lay)
         self.nova_conf = self.lay.path('etc', 'nova', 'nova.conf')
         self.cinder_conf = self.lay.path('etc', 'cinder', 'cinder.conf')
+        self.as_devstack_writes_them()
         self.tempest_conf = os.path.join(self.tmp, 'tempest.conf')
         with open(self.tempest_conf, 'w') as f:
             f.write('[service_available]\nnova = True\n')
@@ -66,6 +67,19 @@ class DevstackPluginPhasesTest(testtools.TestCase):
         self.deployment_key = os.path.join(self.conf_dir, 'statebus',
                                            'deployment.key')
         self.host_key = os.path.join(self.conf_dir, 'statebus', 'host.key')
+
+    def as_devstack_writes_them(self):
+        """No mlaccel settings yet; devstack's own notification settings."""
+        for path in (self.nova_conf, self.cinder_conf):
+            ini = inifile.IniFile(path)
+            for key in ('backend_url', 'deployment_key_file',
+                        'host_key_file'):
+                ini.set('mlaccel_statebus', key, [])
+            ini.set('oslo_messaging_notifications', 'driver', ['messagingv2'])
+            if path == self.nova_conf:
+                ini.set('notifications', 'notification_format',
+                        ['unversioned'])
+            ini.save()
 
     def phase(self, *args, services='n-api,n-sch,n-cpu,c-vol,tempest',
               status=0):
@@ -176,7 +190,7 @@ class DevstackPluginPhasesTest(testtools.TestCase):
             keys.read_host_key(self.host_key))
 
     def assert_nova_sends_versioned_notifications(self):
-        """As Nova reads the edited file (the test cloud's driver is noop)."""
+        """As Nova reads the edited file; unversioned ones kept."""
         from nova.conf import notifications
         from oslo_messaging.notify import notifier
 
@@ -185,8 +199,8 @@ class DevstackPluginPhasesTest(testtools.TestCase):
         conf.register_opts(notifier._notifier_opts,
                            group='oslo_messaging_notifications')
         conf(['--config-file', self.nova_conf], project='nova')
-        self.assertEqual('versioned', conf.notifications.notification_format)
-        self.assertEqual(['noop', 'messagingv2'],
+        self.assertEqual('both', conf.notifications.notification_format)
+        self.assertEqual(['messagingv2'],
                          conf.oslo_messaging_notifications.driver)
 
     def assert_nova_loads_plugins(self):

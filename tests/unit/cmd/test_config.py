@@ -24,6 +24,7 @@ from oslo_config import cfg
 import testtools
 
 from mlaccel.cmd import config
+from mlaccel.statebus import keys
 
 NOVA_CONF = """\
 [DEFAULT]
@@ -80,6 +81,12 @@ class Base(testtools.TestCase):
     def read(self, path):
         with open(path) as f:
             return f.read()
+
+    def key(self, name, text=None, mode=0o600):
+        """A key file: a deployment secret unless ``text`` is given."""
+        path = self.write(name, (text or keys.generate()) + '\n')
+        os.chmod(path, mode)
+        return path
 
     def read_bytes(self, path):
         with open(path, 'rb') as f:
@@ -199,22 +206,22 @@ driver = messagingv2
         self.assertNotIn('notification', self.read(cinder))
 
     def test_key_files(self):
-        keys = {name: self.write(name, 'k\n')
-                for name in ('deployment.key', 'host.key')}
+        files = {'deployment.key': self.key('deployment.key'),
+                 'host.key': self.key('host.key', 'ab' * 32)}
         cinder = self.write('cinder.conf', '[DEFAULT]\nhost = c\n')
         self.assertEqual(0, self.main(
             'enable', '--nova-conf', self.nova, '--cinder-conf', cinder,
-            '--statebus-deployment-key-file', keys['deployment.key'],
-            '--statebus-host-key-file', keys['host.key']))
+            '--statebus-deployment-key-file', files['deployment.key'],
+            '--statebus-host-key-file', files['host.key']))
         for path in (self.nova, cinder):
             conf = cfg.ConfigOpts()
             conf.register_opts([cfg.StrOpt('deployment_key_file'),
                                 cfg.StrOpt('host_key_file')],
                                group='mlaccel_statebus')
             conf(['--config-file', path])
-            self.assertEqual(keys['deployment.key'],
+            self.assertEqual(files['deployment.key'],
                              conf.mlaccel_statebus.deployment_key_file)
-            self.assertEqual(keys['host.key'],
+            self.assertEqual(files['host.key'],
                              conf.mlaccel_statebus.host_key_file)
 
     def test_file_mode_kept(self):
@@ -382,15 +389,23 @@ class BadInputTest(Base):
 
     def test_bad_values(self):
         relative = 'deployment.key'
-        self.write(relative, 'k\n')
+        self.key(relative)
+        open_key = self.key('open.key', mode=0o644)
+        short_key = self.key('short.key', 'k')
         for argv, says in [
-                (['--statebus-url', 'http://h:1'], 'not a tooz URL'),
+                (['--statebus-url', 'http://h:1'], 'not a state bus URL'),
                 (['--statebus-url', 'file://var/lib'], 'absolute path'),
                 (['--statebus-url', 'redis://h:99999'], 'not a valid URL'),
                 (['--statebus-url', 'redis://h:1 x'], 'one line'),
                 (['--statebus-deployment-key-file', relative], 'absolute'),
                 (['--statebus-host-key-file', self.tmp + '/none.key'],
-                 'not an existing file'),
+                 'No such file'),
+                (['--statebus-deployment-key-file', open_key],
+                 'accessible to other users'),
+                (['--statebus-deployment-key-file', short_key],
+                 'fewer than'),
+                (['--statebus-host-key-file', short_key],
+                 'does not hold 64 hex digits'),
                 (['--cinder-conf', self.nova], 'same file'),
                 (['--bogus'], 'unrecognized'),
         ]:
