@@ -282,7 +282,7 @@ class ReadinessListener:
         self._sock = None
         self._thread = None
         self._stopping = False
-        self._last_warning = 0.0
+        self._last_warning = None
 
     @property
     def port(self):
@@ -320,9 +320,12 @@ class ReadinessListener:
     def _warn(self, message, *args):
         """A warning at most every 10 s: a flood must not flood the log."""
         now = time.monotonic()
-        if now - self._last_warning >= 10.0:
+        with self._lock:
+            if self._last_warning is not None and \
+                    now - self._last_warning < 10.0:
+                return
             self._last_warning = now
-            LOG.warning(message, *args)
+        LOG.warning(message, *args)
 
     def _accept_loop(self):
         # A plain blocking accept() rather than socketserver's
@@ -435,7 +438,10 @@ class ReadinessListener:
                               % notices.SIGNATURE_HEADER)
             self.deliver(parse_push(key, body, peer, received_at))
         except BadPush as exc:
-            LOG.warning('Rejected readiness push from %s: %s', peer, exc)
+            # Rate-limited: a peer sending bad requests must not flood the
+            # log; each one is logged at debug level.
+            LOG.debug('Rejected readiness push from %s: %s', peer, exc)
+            self._warn('Rejected readiness push from %s: %s', peer, exc)
             return exc.status, {'ok': False, 'error': str(exc)}
         return 200, {'ok': True}
 
