@@ -84,7 +84,7 @@ class ReportCache:
         self._thread = None
         self._stop = threading.Event()
         self._refreshed = threading.Condition()
-        self._refreshing = threading.Lock()
+        self._refreshing = threading.RLock()
         self.refreshes = 0
         self.healthy = None
         #: Why the last refresh failed (secrets masked), or ``None``.
@@ -226,9 +226,12 @@ class ReportCache:
             dropped, and the member's previous valid report is kept.
         :param now: the reader's clock, for the future-date check.
         """
+        with self._refreshing:
+            self._load(members, time.time() if now is None else now)
+
+    def _load(self, members, now):
         if self._verifier is None:
             self._load_key()
-        now = time.time() if now is None else now
         old_reports, old_accepted = self._reports, self._accepted
         old_rejected = self._rejected
         reports, accepted, rejected, logged = {}, {}, {}, {}
