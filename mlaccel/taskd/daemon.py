@@ -55,8 +55,10 @@ def check_values(group):
         try:
             getattr(group, opt.dest)
         except (ValueError, cfg.Error) as exc:
+            # oslo.config names the option and where it was read at length.
+            reason = str(exc).rpartition(' is not valid: ')[2]
             raise server.StartupError('invalid value for [mlaccel_taskd] '
-                                      '%s: %s' % (opt.dest, exc))
+                                      '%s: %s' % (opt.dest, reason))
 
 
 def _private_file(path, what):

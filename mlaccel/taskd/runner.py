@@ -123,10 +123,10 @@ def after_fork(keep):
     """Leave the daemon's state behind in a freshly forked child.
 
     Unblocks and resets the signals the daemon handles and closes every
-    socket and pipe it inherited except the fds in ``keep``, so that a
-    child never holds a client connection, a listener or another task's
-    pipe open. Replaces ``sys.stdout`` and ``sys.stderr`` (see
-    :func:`_fresh_std_streams`).
+    socket, pipe and pidfd it inherited except the fds in ``keep``, so that
+    a child never holds a client connection, a listener, another task's
+    pipe or a handle on another task's process. Replaces ``sys.stdout``
+    and ``sys.stderr`` (see :func:`_fresh_std_streams`).
     """
     _fresh_std_streams()
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
@@ -140,11 +140,18 @@ def after_fork(keep):
             mode = os.fstat(fd).st_mode
         except OSError:
             continue
-        if stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode):
+        if stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode) or _is_pidfd(fd):
             os.close(fd)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
+
+
+def _is_pidfd(fd):
+    try:
+        return os.readlink('/proc/self/fd/%d' % fd) == 'anon_inode:[pidfd]'
+    except OSError:
+        return False
 
 
 def _fresh_std_streams():

@@ -111,11 +111,14 @@ class ReadyListener(fixtures.Fixture):
 
     def _setUp(self):
         received = self.received = queue.Queue()
+        signatures = self.signatures = queue.Queue()
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers['Content-Length']))
                 received.put((time.time(), self.path, json.loads(body)))
+                signatures.put((body, self.headers.get(
+                    'X-Mlaccel-Signature')))
                 self.send_response(204)
                 self.end_headers()
 

@@ -144,3 +144,15 @@ def identity(args):
     print('written as uid %d' % os.getuid())
     return {'uid': os.getuid(), 'euid': os.geteuid(), 'gid': os.getgid(),
             'groups': sorted(os.getgroups()), 'home': os.environ.get('HOME')}
+
+
+def handles(args):
+    """What the task inherited besides its standard streams."""
+    kinds = []
+    for name in os.listdir('/proc/self/fd'):
+        try:
+            kinds.append(os.readlink('/proc/self/fd/' + name))
+        except OSError:
+            pass
+    return {'pidfds': kinds.count('anon_inode:[pidfd]'),
+            'sockets': sum(kind.startswith('socket:') for kind in kinds)}

@@ -114,6 +114,20 @@ class TestOnlyRegisteredOrAllowedTasks(testtools.TestCase):
                          catalog.registered()['clip'])
 
 
+class TestInheritedHandles(testtools.TestCase):
+
+    def test_task_holds_no_handle_on_other_processes(self):
+        daemon = self.useFixture(base.Daemon(workers=2))
+        with daemon.client() as conn:
+            # Another task runs: the daemon holds a pidfd on it.
+            other = conn.submit(S + 'sleep', {'seconds': 30})
+            for mode in ('fork', 'worker'):
+                status = conn.wait(conn.submit(S + 'handles', mode=mode), 60)
+                self.assertEqual({'pidfds': 0, 'sockets': 0},
+                                 status['result'], mode)
+            conn.cancel(other)
+
+
 class TestTaskUser(testtools.TestCase):
 
     def test_tasks_run_as_the_task_user(self):

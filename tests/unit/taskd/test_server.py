@@ -10,6 +10,7 @@ import sys
 
 import testtools
 
+from mlaccel import readiness
 from mlaccel.taskd import client
 from mlaccel.taskd import protocol
 from tests.unit.taskd import base
@@ -207,3 +208,17 @@ class TestStartup(testtools.TestCase):
         # It was pushed once the daemon could serve.
         with daemon.client() as conn:
             self.assertEqual(body['ready_at'], conn.health()['ready_at'])
+
+    def test_readiness_push_is_signed_with_the_token(self):
+        listener = self.useFixture(base.ReadyListener())
+        token_dir = self.useFixture(base.fixtures.TempDir()).path
+        token_file = os.path.join(token_dir, 'token')
+        with open(token_file, 'w') as out:
+            out.write('the-vm-token\n')
+        os.chmod(token_file, 0o600)
+        self.useFixture(base.Daemon(
+            wait_ready=False, ready_url=listener.url('vm-7'),
+            token_file=token_file))
+        body, signature = listener.signatures.get(timeout=60)
+        self.assertEqual(readiness.sign('the-vm-token', body), signature)
+        self.assertNotEqual(readiness.sign('another-token', body), signature)
