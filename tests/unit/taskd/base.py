@@ -20,6 +20,16 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
 SAMPLE = 'tests.unit.taskd.sample_tasks:'
 
 
+def wait_for(predicate, timeout=30, what='a condition'):
+    """Poll ``predicate`` until it is true; fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError('timed out after %s s waiting for %s'
+                                 % (timeout, what))
+        time.sleep(0.02)
+
+
 class Daemon(fixtures.Fixture):
     """``python -m mlaccel.taskd`` in a fresh directory, killed at cleanup.
 

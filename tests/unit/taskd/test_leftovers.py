@@ -6,7 +6,6 @@ persistent worker, and the slot of the task is free again.
 """
 
 import os
-import time
 
 import testtools
 
@@ -14,14 +13,6 @@ from tests.unit.taskd import base
 from tests.unit.taskd import sample_tasks
 
 S = base.SAMPLE
-
-
-def wait_for(predicate, timeout=30, what='condition'):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError('timed out waiting for %s' % what)
-        time.sleep(0.02)
 
 
 def zombies_of(pid):
@@ -58,7 +49,7 @@ class TestLeftovers(testtools.TestCase):
     def _check_killed(self, status):
         self.assertEqual('succeeded', status['state'], status['error'])
         child = status['result']['child']
-        wait_for(lambda: gone(child), what='the leftover to be killed')
+        base.wait_for(lambda: gone(child), what='the leftover to be killed')
         self.assertEqual([], zombies_of(self.daemon.process.pid))
         self.assertEqual(1, status.get('leftovers_killed'))
 
@@ -89,6 +80,6 @@ class TestLeftovers(testtools.TestCase):
     def test_exited_child_of_a_forked_task_is_reaped(self):
         status = self.run_task('leave_zombie')
         self.assertEqual('succeeded', status['state'], status['error'])
-        wait_for(lambda: not zombies_of(self.daemon.process.pid),
-                 what='no zombie under the daemon')
+        base.wait_for(lambda: not zombies_of(self.daemon.process.pid),
+                      what='no zombie under the daemon')
         self.assertIsNone(sample_tasks.proc_state(status['result']['child']))

@@ -59,7 +59,10 @@ class TestFreshStdStreams(testtools.TestCase):
         sys.stdout = saved
         # Unblock the writer thread so that it can finish.
         os.set_blocking(read_fd, False)
+        deadline = time.monotonic() + 30
         while writer.is_alive():
+            self.assertLess(time.monotonic(), deadline,
+                            'the writer thread did not finish')
             try:
                 os.read(read_fd, 1 << 20)
             except BlockingIOError:

@@ -2,7 +2,6 @@
 
 import os
 import signal
-import time
 
 import testtools
 
@@ -11,16 +10,6 @@ from mlaccel.taskd import protocol
 from tests.unit.taskd import base
 
 S = base.SAMPLE
-
-
-def wait_for(predicate, timeout, what):
-    """Poll ``predicate`` until it is true; fail after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError('timed out after %s s waiting for %s'
-                                 % (timeout, what))
-        time.sleep(0.02)
 
 
 class TaskdTestCase(testtools.TestCase):
@@ -34,8 +23,8 @@ class TaskdTestCase(testtools.TestCase):
 
     def started(self, task_id, timeout=60):
         """Wait until the task reported its first step; return its pid."""
-        wait_for(lambda: self.client.status(task_id)['first_step_at'],
-                 timeout, 'task %s to take its first step' % task_id)
+        base.wait_for(lambda: self.client.status(task_id)['first_step_at'],
+                      timeout, 'task %s to take its first step' % task_id)
         return self.client.status(task_id)['pid']
 
     def run_task(self, name, args=None, **kwargs):
@@ -219,8 +208,8 @@ class TestDrain(TaskdTestCase):
                                      {'path': marker, 'seconds': 1.0})
         self.started(task_id)
         self.daemon.process.send_signal(signal.SIGTERM)
-        wait_for(lambda: self.client.health()['state'] == 'draining', 30,
-                 'the daemon to drain')
+        base.wait_for(lambda: self.client.health()['state'] == 'draining', 30,
+                      'the daemon to drain')
         err = self.assertRaises(client.TaskdError, self.client.submit,
                                 S + 'echo')
         self.assertEqual(protocol.DRAINING, err.code)
