@@ -6,6 +6,7 @@ refreshes (:mod:`mlaccel.statebus.reader`). Reports are signed with per-host
 keys (:mod:`mlaccel.statebus.keys`, :mod:`mlaccel.statebus.signing`).
 """
 
+import errno
 import os
 import threading
 
@@ -43,6 +44,7 @@ def coordinator(conf, member_id, read_only=False):
     path = bus_url.file_dir(url)
     if path is not None:
         if read_only:
+            _check_readable(path)
             if not all(os.path.exists(os.path.join(path, entry))
                        for entry in _FILE_BUS_ENTRIES):
                 raise NoBus('no state bus in %s yet' % path)
@@ -52,6 +54,17 @@ def coordinator(conf, member_id, read_only=False):
     return coordination.get_coordinator(
         tooz_url,
         member_id.encode() if isinstance(member_id, str) else member_id)
+
+
+def _check_readable(path):
+    """Raise OSError if ``path`` exists but cannot be read as a directory."""
+    if not os.path.lexists(path):
+        return
+    if not os.path.isdir(path):
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR),
+                                 path)
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
 
 
 def group_id(conf):

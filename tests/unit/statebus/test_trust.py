@@ -196,6 +196,16 @@ class TestFileTrust(TrustTests, testtools.TestCase):
         self.assertIs(True, cache.healthy)
         self.assertEqual([], os.listdir(root))
 
+    def test_reader_of_a_path_that_is_no_directory_is_unhealthy(self):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path, 'f')
+        with open(path, 'w') as f:
+            f.write('not a bus')
+        self.conf.set('mlaccel_statebus', backend_url='file://' + path)
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertIs(False, cache.healthy)
+        self.assertIn('Not a directory', cache.last_error)
+
 
 class TestRedisTrust(TrustTests, testtools.TestCase):
     BACKEND = 'redis'
