@@ -4,7 +4,7 @@ Example::
 
     mlaccel launch --cloud mycloud --image taskd-image --flavor m1.large \\
         --count 4 --network private --callback-host 10.0.0.2 \\
-        --task mlaccel.tasks.clip:main --task-args '{"steps": 200}' \\
+        --task clip --task-args '{"steps": 200}' \\
         --output record.json
 
 Progress goes to stderr while the launch waits, the life-cycle table to
