@@ -10,6 +10,7 @@ counted in the task's ``leftovers_killed``.
 
 import collections
 import dataclasses
+import fcntl
 import functools
 import json
 import os
@@ -340,10 +341,9 @@ class TaskManager:
 
         Reads until a final event (``until_final``), the end of the pipe,
         or the end of ``child``: then what is already in the pipe is read,
-        up to ``max_result_bytes``, and no more.
+        and no more.
         """
-        for line in protocol.iter_lines(_reader(fd, child,
-                                                self.conf.max_result_bytes),
+        for line in protocol.iter_lines(_reader(fd, child),
                                         self.conf.max_result_bytes):
             if line is protocol.TOO_LONG:
                 event = {'event': 'error', 'error': 'task result larger than '
@@ -470,11 +470,12 @@ class TaskManager:
             worker.child.reaped.wait(10)
 
 
-def _reader(fd, child, drain_bytes):
+def _reader(fd, child):
     """``read(n)`` on pipe ``fd`` that ends when ``child`` has ended.
 
     Once the child has exited (its pidfd is readable) and been reaped,
-    only what the pipe already holds is read, at most ``drain_bytes``.
+    what the pipe holds is read: at most its capacity, for a process the
+    task left behind and that escaped being killed may still write.
     """
     os.set_blocking(fd, False)
     poller = select.poll()
@@ -487,7 +488,7 @@ def _reader(fd, child, drain_bytes):
             ready = dict(poller.poll())
             if child.pidfd in ready:
                 child.wait()
-                left[0] = drain_bytes
+                left[0] = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
             elif fd in ready:
                 try:
                     return os.read(fd, size)
