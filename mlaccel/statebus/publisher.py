@@ -37,8 +37,9 @@ class Publisher:
     The member id is the host name. A member already there is replaced only
     with proof that it is this host's own earlier agent or useless to
     readers: its report verifies with this host's key, or is unsigned while
-    this publisher signs, or is invalid or stale. Otherwise :meth:`publish`
-    raises :class:`HostClaimed` and the holder stays.
+    this publisher signs, or is invalid, stale or dated in the future.
+    Otherwise :meth:`publish` raises :class:`HostClaimed` and the holder
+    stays.
 
     Thread-safe; :meth:`publish` may be called from any thread. Liveness
     heartbeats run in a thread of our own rather than tooz's, whose
@@ -189,9 +190,11 @@ class Publisher:
             return 'its report is invalid'
         if report.host != self.host:
             return 'its report names another host'
-        max_age = self.conf.mlaccel_statebus.report_max_age
-        if time.time() - report.timestamp > max_age:
+        opts, age = self.conf.mlaccel_statebus, time.time() - report.timestamp
+        if age > opts.report_max_age:
             return 'its report is stale'
+        if -age > opts.max_clock_skew:
+            return 'its report is dated in the future'
         if self._key:
             if tag is None:
                 return 'its report is unsigned'
