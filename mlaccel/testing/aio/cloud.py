@@ -22,6 +22,9 @@ INFRA = ('mariadb', 'epmd', 'rabbitmq', 'redis')
 NOVA = ('nova-conductor', 'nova-scheduler')
 CINDER = ('cinder-api', 'cinder-scheduler', 'cinder-volume')
 
+#: Seconds a service gets to stop gracefully before it is killed.
+STOP_TIMEOUT = 30.0
+
 #: The image every test may boot: small raw bytes, made at bring-up.
 TEST_IMAGE_BYTES = 1024 * 1024
 
@@ -264,6 +267,11 @@ def _reported_since(service, since):
     return service.state == 'up' and when is not None and when >= since - 1
 
 
+def wait_service_up(lay, conn, binary, since, timeout=120.0):
+    """Wait until the service started at ``since`` reports in."""
+    _wait_service_up(lay, conn, binary, since, time.monotonic() + timeout)
+
+
 def _wait_service_up(lay, conn, binary, since, deadline):
     while True:
         try:
@@ -401,15 +409,19 @@ def down(lay, purge=False):
     # shutdown time), then what they were using.
     waves = [[name for name in recorded if name not in INFRA],
              [name for name in INFRA if name in recorded]]
-    slow = {}
+    killed = []
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         for wave in waves:
-            for name, seconds in zip(wave, pool.map(
-                    lambda name: procs.stop(lay, name), wave)):
-                if seconds > 2:
-                    slow[name] = round(seconds, 1)
-    if slow:
-        print('[aio] slow to stop (s): %s' % slow)
+            for name, was_killed in zip(wave, pool.map(
+                    lambda name: procs.stop(lay, name, STOP_TIMEOUT),
+                    wave)):
+                if was_killed:
+                    killed.append(name)
+    # Services take their graceful shutdown time; only one that did not
+    # end within it is worth a word.
+    if killed:
+        print('[aio] killed after the graceful stop timed out: %s'
+              % ', '.join(killed))
     # Guests of a killed compute, or anything else the cloud spawned.
     left = procs.sweep(lay.base)
     if left:

@@ -127,7 +127,10 @@ def nova(lay):
         },
         'conductor': {'workers': 1},
         'vnc': {'enabled': False},
-        'oslo_messaging_notifications': {'driver': 'noop'},
+        # Versioned notifications give the launcher's life-cycle records
+        # their precise boundaries (mlaccel.launcher.events).
+        'notifications': {'notification_format': 'versioned'},
+        'oslo_messaging_notifications': {'driver': 'messagingv2'},
         'keystone_authtoken': _authtoken(lay, 'nova'),
         'placement': _client(lay, 'nova'),
         'neutron': _client(lay, 'nova'),

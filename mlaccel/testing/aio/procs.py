@@ -125,9 +125,9 @@ def _signal_group(pgid, signum):
 def stop(layout, name, timeout=10.0):
     """TERM the service's process group, KILL it after ``timeout``.
 
-    Returns the seconds it took.
+    Returns whether it had to be killed.
     """
-    started = time.monotonic()
+    killed = False
     pid = _read_pid(layout, name)
     if pid is not None:
         _signal_group(pid, signal.SIGTERM)
@@ -135,6 +135,7 @@ def stop(layout, name, timeout=10.0):
         while _group_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         if _group_alive(pid):
+            killed = True
             _signal_group(pid, signal.SIGKILL)
             while _group_alive(pid):
                 time.sleep(0.05)
@@ -142,7 +143,7 @@ def stop(layout, name, timeout=10.0):
         os.unlink(_pid_file(layout, name))
     except FileNotFoundError:
         pass
-    return time.monotonic() - started
+    return killed
 
 
 def _ancestors():

@@ -134,3 +134,18 @@ class GuestProcessDriverTest(testtools.TestCase):
         server = self.boot(self.aio.cloud['image_id'], self.hosts[0],
                            '#cloud-config\nruncmd:\n  - [sleep, "600"]\n')
         self.assertEqual([], guest_pids(server.id))
+
+    def test_attack_written_program_named_like_an_allowed_one(self):
+        # The allow-list once matched a prefix of the command's name: this
+        # user-data ran its own program as root on the compute host.
+        marker = os.path.join(self.aio.layout.base, 'run', 'owned-%d'
+                              % os.getpid())
+        server = self.boot(
+            self.aio.cloud['image_id'], self.hosts[0],
+            '#cloud-config\nwrite_files:\n'
+            '  - path: /usr/local/bin/mlaccel-taskd-x\n'
+            '    permissions: "0755"\n'
+            '    content: "#!/bin/sh\\ntouch %s\\nsleep 600\\n"\n'
+            'runcmd:\n  - [/usr/local/bin/mlaccel-taskd-x]\n' % marker)
+        self.assertEqual([], guest_pids(server.id))
+        self.assertFalse(os.path.exists(marker))
