@@ -172,6 +172,7 @@ class Reaper:
     def __init__(self):
         self._cond = threading.Condition()
         self._children = {}
+        self._forks = 0
         self._thread = None
 
     def fork(self, body):
@@ -188,6 +189,7 @@ class Reaper:
                 finally:
                     os._exit(1)
             child = self._children[pid] = Child(pid)
+            self._forks += 1
             self._cond.notify_all()
         return child
 
@@ -198,6 +200,7 @@ class Reaper:
 
     def _run(self):
         while True:
+            forks = self._forks
             try:
                 # WNOWAIT: the exited child stays a zombie, so its pid,
                 # which names its session, cannot be reused while what it
@@ -205,8 +208,11 @@ class Reaper:
                 info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
             except ChildProcessError:
                 with self._cond:
-                    while not self._children:
-                        self._cond.wait()
+                    # No child: sleep until the next fork (unless one came
+                    # meanwhile). A registered child that other code waited
+                    # for: retry in a while.
+                    if self._forks == forks:
+                        self._cond.wait(1.0 if self._children else None)
                 continue
             if info is None:
                 continue
@@ -217,9 +223,13 @@ class Reaper:
                     # An unregistered child is an orphan of an ended task
                     # (a running task adopts its own orphans): killed too.
                     # Forks wait meanwhile, so none is taken for one.
-                    child.leftovers_killed = kill_session(
-                        pid, parent=os.getpid(),
-                        exclude=set(self._children) | {pid})
+                    try:
+                        child.leftovers_killed = kill_session(
+                            pid, parent=os.getpid(),
+                            exclude=set(self._children) | {pid})
+                    except Exception:
+                        LOG.exception('Could not kill what process %d left '
+                                      'behind', pid)
             _, status = os.waitpid(pid, 0)
             if child is not None:
                 child._exited(status)
