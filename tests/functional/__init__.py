@@ -10,3 +10,10 @@ libraries that patching affects, so it is done here, first, the way
 # autopep8: off
 from nova import monkey_patch; monkey_patch.patch()  # noqa: E702
 # autopep8: on
+
+import logging  # noqa: E402
+
+# Nova's thread pools log their shutdown at INFO when a test's services
+# stop, after the test's log capture has ended: lines on the console for
+# every test, with nothing to act on.
+logging.getLogger('nova.thread_pool_factory').setLevel(logging.WARNING)
