@@ -35,6 +35,16 @@ class StatebusCommandTest(testtools.TestCase):
             f.write(text)
         return path
 
+    @staticmethod
+    def tree(root):
+        """Every path under ``root`` with its size and modification time."""
+        found = {}
+        for top, dirs, files in os.walk(root):
+            for name in dirs + files:
+                st = os.lstat(os.path.join(top, name))
+                found[os.path.join(top, name)] = (st.st_size, st.st_mtime_ns)
+        return found
+
     def run_cmd(self, *argv, config=True, stdin=None):
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             filter(None, [ROOT, os.environ.get('PYTHONPATH')])))
@@ -151,8 +161,10 @@ class StatebusCommandTest(testtools.TestCase):
         self.write('r.json', '{"host": "cmp1", "warm_slots": 2}')
         proc = self.run_cmd('publish', '--once', 'r.json')
         self.assertEqual(0, proc.returncode, proc.stderr)
+        before = self.tree(self.bus)
         proc = self.run_cmd('show', '--json')
         self.assertEqual(0, proc.returncode, proc.stderr)
+        self.assertEqual(before, self.tree(self.bus))
         self.assertEqual(['cmp1'], [r['host'] for r in json.loads(
             proc.stdout)])
         self.assertEqual(2, json.loads(proc.stdout)[0]['warm_slots'])
