@@ -63,7 +63,8 @@ OPTS = [
              'handshake and send its first request with the right token. '
              'Until then it holds no connection slot (see max_connections) '
              'and gets no detail about the protocol; after that it is '
-             'disconnected.'),
+             'disconnected. At most max_connections peers authenticate at '
+             'once; a newcomer makes the oldest of them be dropped.'),
     cfg.FloatOpt(
         'idle_timeout',
         default=300.0,
@@ -141,7 +142,8 @@ OPTS = [
              'has its own thread. Further connections get a "busy" error '
              'and are closed. Unauthenticated TCP connections do not hold '
              'these slots: at most as many again may be authenticating at '
-             'once, each for at most auth_timeout seconds.'),
+             'once (the oldest is dropped for a newcomer), each for at most '
+             'auth_timeout seconds.'),
     cfg.IntOpt(
         'max_tasks',
         default=16,

@@ -5,13 +5,15 @@ daemon's own uid or root (SO_PEERCRED), checked before the peer holds a
 connection slot. The optional TCP listener (TLS when configured) serves
 only requests that carry the token: a TCP peer first has ``auth_timeout``
 seconds to finish the handshake and send a request with the right token,
-holding only one of a separate, equally bounded set of pending places; it
-learns nothing about the protocol until then and takes a connection slot
-only after. A connection idle for ``idle_timeout`` is closed. Each line
-read is one request; every request, good or bad, gets exactly one reply
-line, and only a refused peer loses its connection.
+holding only a place in a separate, equally bounded set of pending
+connections (the oldest is dropped for a newcomer); it learns nothing
+about the protocol until then and takes a connection slot only after. A
+connection idle for ``idle_timeout`` is closed. Each line read is one
+request; every request, good or bad, gets exactly one reply line, and only
+a refused peer loses its connection.
 """
 
+import collections
 import hmac
 import json
 import os
@@ -103,7 +105,9 @@ class Server:
         self._listeners = []
         self._lock = threading.Lock()
         self._connections = 0
-        self._pending = 0
+        # fd -> None of the TCP connections still authenticating, oldest
+        # first.
+        self._pending = collections.OrderedDict()
         self.addresses = []
         self._socket_path = None
         self._allowed_uids = {os.geteuid(), 0}
@@ -169,24 +173,24 @@ class Server:
                 LOG.exception('Could not take a %s connection', transport)
                 conn.close()
 
-    def _take(self, counter):
-        """Take a place of ``counter`` (an attribute name); False if full."""
+    def _take(self):
+        """Take a connection slot; False if there is none."""
         with self._lock:
-            if getattr(self, counter) >= self.conf.max_connections:
+            if self._connections >= self.conf.max_connections:
                 return False
-            setattr(self, counter, getattr(self, counter) + 1)
+            self._connections += 1
             return True
 
-    def _give_back(self, counter):
+    def _give_back(self):
         with self._lock:
-            setattr(self, counter, getattr(self, counter) - 1)
+            self._connections -= 1
 
-    def _start_thread(self, target, conn, counter):
+    def _start_thread(self, target, conn, undo):
         try:
             threading.Thread(target=target, args=(conn,), daemon=True,
                              name='conn').start()
         except RuntimeError:
-            self._give_back(counter)
+            undo()
             raise
 
     def _accept_unix(self, conn):
@@ -195,16 +199,32 @@ class Server:
             LOG.warning('Refused a Unix peer of uid %d', uid)
             self._refuse(conn, protocol.FORBIDDEN,
                          'uid %d may not use this daemon' % uid)
-        elif not self._take('_connections'):
+        elif not self._take():
             self._refuse(conn, protocol.BUSY, 'too many connections')
         else:
-            self._start_thread(self._serve_unix, conn, '_connections')
+            self._start_thread(self._serve_unix, conn, self._give_back)
 
     def _accept_tcp(self, conn):
-        if not self._take('_pending'):
-            self._refuse(conn, protocol.BUSY, 'too many connections')
-        else:
-            self._start_thread(self._serve_tcp, conn, '_pending')
+        """Serve ``conn`` once it authenticated; drop the oldest waiting.
+
+        When max_connections peers are still authenticating, the oldest
+        is cut off: a flood of peers without the token must outpace a
+        real client's handshake to keep it out.
+        """
+        fd = conn.fileno()
+        with self._lock:
+            if len(self._pending) >= self.conf.max_connections:
+                oldest, _ = self._pending.popitem(last=False)
+                _shutdown(oldest)
+                LOG.debug('Dropped the oldest unauthenticated connection')
+            self._pending[fd] = None
+        self._start_thread(self._serve_tcp, conn,
+                           lambda: self._authenticated(fd))
+
+    def _authenticated(self, fd):
+        """Leave the pending connections (if still there)."""
+        with self._lock:
+            self._pending.pop(fd, None)
 
     def _refuse(self, conn, code, message):
         try:
@@ -223,11 +243,11 @@ class Server:
             LOG.debug('Connection ended: %s', exc)
         finally:
             conn.close()
-            self._give_back('_connections')
+            self._give_back()
 
     def _serve_tcp(self, conn):
         """Authenticate within auth_timeout, then serve with a slot."""
-        counter = '_pending'
+        fd, slot = conn.fileno(), False
         try:
             reader = _Reader(conn, time.monotonic() + self.conf.auth_timeout)
             if self._tls is not None:
@@ -247,19 +267,20 @@ class Server:
             if first is protocol.TOO_LONG or not self._token_ok(first):
                 self._unauthorized(conn)
                 return
-            self._give_back(counter)
-            counter = None
-            if not self._take('_connections'):
+            self._authenticated(fd)
+            slot = self._take()
+            if not slot:
                 self._refuse(conn, protocol.BUSY, 'too many connections')
                 return
-            counter = '_connections'
             self._serve(conn, reader, lines, 'tcp', first)
         except (OSError, ValueError) as exc:
             LOG.debug('TCP connection ended: %s', exc)
         finally:
+            # Out of the pending set before the fd can be reused.
+            self._authenticated(fd)
             conn.close()
-            if counter:
-                self._give_back(counter)
+            if slot:
+                self._give_back()
 
     def _unauthorized(self, conn):
         LOG.warning('Refused a TCP request with a missing or wrong token')
@@ -314,6 +335,15 @@ class Server:
             return False
         return isinstance(token, str) and hmac.compare_digest(
             token.encode(), self._token)
+
+
+def _shutdown(fd):
+    """Shut down the socket open at ``fd`` (the caller keeps it open)."""
+    try:
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 def _prepend(first, lines):

@@ -35,7 +35,10 @@ def closed_by_peer(sock, timeout=10):
     return [json.loads(line) for line in data.splitlines()]
 
 
-class TestConnections(testtools.TestCase):
+class TcpDaemonTestCase(testtools.TestCase):
+    """A daemon with four slots, on Unix and loopback TCP with a token."""
+
+    auth_timeout = 0.5
 
     def setUp(self):
         super().setUp()
@@ -46,7 +49,8 @@ class TestConnections(testtools.TestCase):
         os.chmod(token_file, 0o600)
         self.daemon = self.useFixture(base.Daemon(
             tcp_address='127.0.0.1:0', token_file=token_file,
-            max_connections=4, auth_timeout=0.5, idle_timeout=1.0))
+            max_connections=4, auth_timeout=self.auth_timeout,
+            idle_timeout=1.0))
         with self.daemon.client() as conn:
             self.tcp = conn.health()['addresses'][1]
         self.host, self.port = protocol.parse_tcp_address(self.tcp[4:])
@@ -56,20 +60,16 @@ class TestConnections(testtools.TestCase):
         self.addCleanup(sock.close)
         return sock
 
-    def test_idle_unauthenticated_peers_do_not_lock_clients_out(self):
-        idle = [self.raw_tcp() for _ in range(12)]
-        # The last is refused: the ones before it hold their places.
-        idle[-1].settimeout(10)
-        self.assertEqual(protocol.error(None, protocol.BUSY,
-                                        'too many connections'),
-                         json.loads(idle[-1].makefile('rb').readline()))
-        # Before the fix, four of them held every slot: "busy".
+
+class TestConnections(TcpDaemonTestCase):
+
+    def test_idle_unauthenticated_peers_are_cut_off(self):
+        idle = [self.raw_tcp() for _ in range(4)]
+        # Before the fix, these four held every slot: "busy".
         with self.daemon.client() as conn:
             self.assertEqual('ready', conn.health()['state'])
         for sock in idle:
-            replies = closed_by_peer(sock)
-            self.assertIn(replies, ([], [protocol.error(
-                None, protocol.BUSY, 'too many connections')]))
+            self.assertEqual([], closed_by_peer(sock))
         with client.TaskdClient(self.tcp, token=TOKEN) as conn:
             self.assertEqual('ready', conn.health()['state'])
 
@@ -109,4 +109,21 @@ class TestConnections(testtools.TestCase):
         conns = [self.daemon.client() for _ in range(4)]
         for conn in conns:
             self.addCleanup(conn.close)
+            self.assertEqual('ready', conn.health()['state'])
+
+
+class TestUnauthenticatedFlood(TcpDaemonTestCase):
+    """Peers without the token cannot keep a client out for auth_timeout."""
+
+    auth_timeout = 60.0
+
+    def test_oldest_unauthenticated_peers_make_room(self):
+        idle = [self.raw_tcp() for _ in range(8)]
+        # The four oldest were dropped for the four newest, long before
+        # auth_timeout.
+        for sock in idle[:4]:
+            self.assertEqual([], closed_by_peer(sock))
+        with client.TaskdClient(self.tcp, token=TOKEN) as conn:
+            self.assertEqual('ready', conn.health()['state'])
+        with self.daemon.client() as conn:
             self.assertEqual('ready', conn.health()['state'])
