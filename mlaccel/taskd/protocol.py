@@ -5,7 +5,10 @@ Each request is one JSON object on one line, ``{"v": 1, "op": ..., "id":
 one line echoing the request ``id``: ``{"v": 1, "id": ..., "ok": true, ...}``
 or ``{"v": 1, "id": ..., "ok": false, "error": {"code": ..., "message":
 ...}}``. Operations: health, submit, status, wait, cancel, logs. The
-fields of a submit request are a :class:`TaskSpec`.
+fields of a submit request are a :class:`TaskSpec`. A task's status
+carries its state, times, result or error, exit code, and
+``leftovers_killed``: how many processes it left behind that the daemon
+killed when it ended.
 """
 
 import dataclasses
