@@ -5,16 +5,24 @@ attacker is any client of the bus: it picks its member id freely and may
 hold the key of a compute node of its own (``cmp-evil``).
 """
 
+import datetime
+import ipaddress
 import logging
 import os
+import socket
 import stat
+import subprocess
 import time
 
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives import serialization
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 import fixtures
 import testtools
 
 from mlaccel import hostreport
-from mlaccel import statebus
 from mlaccel.statebus import keys
 from mlaccel.statebus import publisher
 from mlaccel.statebus import reader
@@ -248,15 +256,76 @@ class TestRedisTrust(TrustTests, testtools.TestCase):
         self.assertNotIn('opt-pw-4', self.log.output)
 
 
-class TestReaderStateBusTlsUrl(testtools.TestCase):
+def _self_signed(directory):
+    """A key and a self-signed certificate for 127.0.0.1; their paths."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, '127.0.0.1')])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address('127.0.0.1'))]),
+                critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None),
+                           critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_file = os.path.join(directory, 'redis.pem')
+    key_file = os.path.join(directory, 'redis.key')
+    with open(cert_file, 'wb') as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(key_file, 'wb') as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM,
+                                  serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    return cert_file, key_file
 
-    def test_rediss_url_asks_tooz_for_tls(self):
-        conf = self.useFixture(mlaccel_fixtures.Conf())
-        conf.set('mlaccel_statebus',
-                 backend_url='rediss://:pw@127.0.0.1:6380?ssl_ca_certs=/ca')
-        coord = statebus.coordinator(conf.conf, 'cmp1')
-        client = coord._make_client(coord._parsed_url, coord._options, 30)
-        kwargs = client.connection_pool.connection_kwargs
-        self.assertEqual('/ca', kwargs['ssl_ca_certs'])
-        self.assertEqual('pw', kwargs['password'])
-        self.assertIn('SSL', client.connection_pool.connection_class.__name__)
+
+class TestRedisTls(testtools.TestCase):
+    """rediss:// with a password against a real TLS-only redis-server."""
+
+    def setUp(self):
+        super().setUp()
+        server = mlaccel_fixtures.RedisServer()
+        server.check_installed()
+        tmp = self.useFixture(fixtures.TempDir()).path
+        self.ca, key = _self_signed(tmp)
+        self.port = mlaccel_fixtures.free_port()
+        proc = subprocess.Popen(
+            [server.binary, '--port', '0', '--tls-port', str(self.port),
+             '--bind', '127.0.0.1', '--tls-cert-file', self.ca,
+             '--tls-key-file', key, '--tls-ca-cert-file', self.ca,
+             '--tls-auth-clients', 'no', '--requirepass', 'tls-pw-7',
+             '--save', '', '--appendonly', 'no', '--dir', tmp],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            preexec_fn=mlaccel_fixtures._die_with_parent)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        self.conf = self.useFixture(mlaccel_fixtures.Conf())
+        self.log = self.useFixture(fixtures.FakeLogger(name='mlaccel'))
+        self.conf.set('mlaccel_statebus', backend_url=(
+            'rediss://:tls-pw-7@127.0.0.1:%d?ssl_ca_certs=%s'
+            '&executor=synchronous' % (self.port, self.ca)))
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(('127.0.0.1', self.port), 1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    self.fail('TLS redis-server did not start')
+                time.sleep(0.05)
+
+    def test_reports_travel_over_tls(self):
+        r = report('cmp1')
+        pub = publisher.Publisher('cmp1', self.conf.conf, key=b'')
+        self.addCleanup(pub.stop)
+        pub.publish(r)
+        cache = reader.ReportCache(self.conf.conf)
+        self.addCleanup(cache.stop)
+        cache.refresh()
+        self.assertIs(True, cache.healthy, cache.last_error)
+        self.assertEqual({'cmp1': r}, cache.current().reports)
+        self.assertNotIn('tls-pw-7', self.log.output)
