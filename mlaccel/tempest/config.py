@@ -18,6 +18,7 @@ mlaccel_group = cfg.OptGroup(
 MlaccelGroup = [
     cfg.StrOpt(
         'statebus_url',
+        secret=True,
         help='tooz URL of the state bus the compute hosts publish their '
              'host reports on. When set, placement tests wait until a '
              'host\'s report lists an image before relying on it; when '
