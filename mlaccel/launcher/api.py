@@ -511,7 +511,8 @@ class Launch:
             self.notifications = source.start()
         except Exception as exc:
             LOG.warning('Cannot listen to Nova\'s notifications (%s); the '
-                        'record falls back to instance actions', exc)
+                        'record falls back to instance actions',
+                        events.masked(exc, self.opts['notification_url']))
 
     def _read_notifications(self):
         """Each VM's notified boundaries; stops the listener."""

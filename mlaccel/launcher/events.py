@@ -21,12 +21,12 @@ messagingv2``. oslo.messaging is needed only for the listener
 """
 
 import collections
+import re
 import threading
 import time
 import uuid
 
 from oslo_log import log as logging
-from oslo_utils import strutils
 
 from mlaccel.launcher import actions
 
@@ -42,6 +42,28 @@ EXCHANGE = 'nova'
 #: Seconds of one notification timestamp: oslo.messaging writes them with
 #: microseconds.
 PRECISION = 1e-6
+
+
+_USERINFO = re.compile(r'(?<=[/,])([^:/@,]*):([^@/,]*)@')
+
+
+def masked(text, url):
+    """``text`` with the passwords of the transport ``url`` as ``***``.
+
+    A transport URL may name several hosts, each with its own user and
+    password: ``rabbit://user:pass@host1:5672,user:pass@host2:5672/``.
+    """
+    text = str(text)
+    for match in _USERINFO.finditer(url or ''):
+        if match.group(2):
+            text = text.replace(match.group(0),
+                                '%s:***@' % match.group(1))
+            text = text.replace(match.group(2), '***')
+    return text
+
+
+class Unreachable(Exception):
+    """The notification transport cannot be reached."""
 
 
 def instance_uuid(event_type, payload):
@@ -188,7 +210,11 @@ class NotificationSource:
         try:
             # oslo.messaging retries an unreachable RabbitMQ for ever: fail
             # fast instead, and let the launcher fall back.
-            probe = _rabbit(self.conf, self.url)
+            try:
+                probe = _rabbit(self.conf, self.url)
+            except Exception as exc:
+                raise Unreachable(masked('cannot reach %s: %s' % (
+                    self.url, exc), self.url)) from exc
             if probe is not None:
                 probe.release()
             self._listener.start()
@@ -198,7 +224,7 @@ class NotificationSource:
             self._transport = None
             raise
         LOG.debug('Listening to %s notifications on %s (pool %s)',
-                  self.topic, strutils.mask_password(self.url), self.pool)
+                  self.topic, masked(self.url, self.url), self.pool)
         return self
 
     def stop(self):
@@ -269,4 +295,4 @@ def _delete_pool_queue(conf, url, pool):
                 connection.default_channel.queue_delete(queue=pool)
     except Exception as exc:
         LOG.warning('Cannot delete the notification queue %s of this '
-                    'launch: %s; delete it by hand', pool, exc)
+                    'launch: %s; delete it by hand', pool, masked(exc, url))

@@ -351,6 +351,14 @@ class NotificationSourceTest(testtools.TestCase):
         conf = cfg.ConfigOpts()
         conf([], default_config_files=[])
         source = events.NotificationSource(
-            'rabbit://guest:guest@127.0.0.1:1/', conf)
-        self.assertRaises(Exception, source.start)
+            'rabbit://guest:pw0@127.0.0.1:1/', conf)
+        error = self.assertRaises(events.Unreachable, source.start)
+        self.assertIn('rabbit://guest:***@127.0.0.1:1/', str(error))
         source.stop()  # nothing to stop
+
+    def test_passwords_masked_for_every_host(self):
+        url = 'rabbit://a:s3cret@h1:5672,b:0ther@h2:5672/vhost'
+        self.assertEqual(
+            'at rabbit://a:***@h1:5672,b:***@h2:5672/vhost: *** wrong',
+            events.masked('at %s: 0ther wrong' % url, url))
+        self.assertEqual('fake:/', events.masked('fake:/', 'fake:/'))
