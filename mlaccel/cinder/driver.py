@@ -23,11 +23,13 @@ backend's, where one clash silently breaks the backend. The proxy keeps the
 backend object untouched and its own state apart.
 """
 
+from eventlet import tpool
 from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_utils import importutils
 
 from cinder import exception
+from cinder import monkey_patch
 from cinder.volume import driver
 
 from mlaccel.cinder import mirror
@@ -73,6 +75,7 @@ class MirrorVolumeDriver(driver.ProxyVD):
 
     def do_setup(self, context):
         self.driver.do_setup(context)
+        _native_threads_tpool()
         self.mirror.recover()
 
     def clone_image(self, context, volume, image_location, image_meta,
@@ -87,6 +90,18 @@ class MirrorVolumeDriver(driver.ProxyVD):
 
     def get_volume_stats(self, refresh=False):
         return _stats(self.driver.get_volume_stats(refresh), self.mirror)
+
+
+def _native_threads_tpool():
+    """On native threads, run Cinder's tpool calls in the caller's thread.
+
+    Cinder 29 sizes eventlet's tpool only when monkey patched; left at its
+    default, tpool serves one native thread's hub only, and an image fetch
+    (``tpool.Proxy`` around the file) from a second thread never returns.
+    Golden volumes are filled from any RPC worker thread.
+    """
+    if not monkey_patch.is_patched():
+        tpool.set_num_threads(0)
 
 
 def _clone_image(backend_clone_image, mirror_, context, volume,
@@ -119,6 +134,7 @@ class MirrorMixin:
 
     def do_setup(self, context):
         super().do_setup(context)
+        _native_threads_tpool()
         self._mlaccel_mirror.recover()
 
     def clone_image(self, context, volume, image_location, image_meta,

@@ -12,12 +12,18 @@ request's error, with nothing left behind.
 """
 
 import threading
+import types
 
+from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_utils import excutils
 
 from cinder import context as cinder_context
 from cinder import exception
+from cinder.message import api as message_api
+from cinder.message import message_field
+from cinder.volume import volume_types
+from cinder.volume import volume_utils
 
 from mlaccel.cinder import cache
 from mlaccel.cinder import golden
@@ -56,6 +62,7 @@ class Mirror:
         self.stats = {'hit': 0, 'miss': 0, 'join': 0, 'degrade': 0,
                       'evict': 0, 'rebuild': 0, 'fill': 0}
         self._stats_lock = threading.Lock()
+        self.messages = message_api.API()
         self._context = None
 
     def _count(self, what):
@@ -129,12 +136,20 @@ class Mirror:
                 reason='golden volume of image %s kept disappearing'
                        % image_id)
         except _Degrade as e:
-            self._count('degrade')
-            self.notifier.mirror(context, 'degrade', image_id,
-                                 reason=str(e))
-            LOG.info('Volume %s from image %s takes Cinder\'s normal path: '
-                     '%s', volume.id, image_id, e)
-            return None, False
+            return self._degrade(context, volume, image_id, e)
+        except Exception:
+            with excutils.save_and_reraise_exception():
+                self.messages.create(
+                    context, message_field.Action.COPY_IMAGE_TO_VOLUME,
+                    resource_uuid=volume.id,
+                    detail=message_field.Detail.DRIVER_FAILED_CREATE)
+
+    def _degrade(self, context, volume, image_id, e):
+        self._count('degrade')
+        self.notifier.mirror(context, 'degrade', image_id, reason=str(e))
+        LOG.info('Volume %s from image %s takes Cinder\'s normal path: %s',
+                 volume.id, image_id, e)
+        return None, False
 
     def _clone(self, context, volume, entry):
         """Clone ``entry`` into ``volume``; False if the golden is gone."""
@@ -220,9 +235,15 @@ class Mirror:
 
     # -- operator actions -----------------------------------------------
 
-    def prewarm(self, context, image_meta, image_service, like, pin=None):
-        """Make the golden volume of an image now; True if one was made."""
+    def prewarm(self, context, image_meta, image_service, like=None,
+                pin=None):
+        """Make the golden volume of an image now; True if one was made.
+
+        :param like: a volume whose host, type and zone the golden volume
+            takes; by default the backend's first pool and default type.
+        """
         pin = self.conf.pin_prewarmed if pin is None else pin
+        like = like or self._like()
         version = golden.image_version(image_meta)
         entry = self.cache.acquire(image_meta['id'], version)
         if entry is not None:
@@ -232,6 +253,17 @@ class Mirror:
         self._fill_once(context, like, image_meta, image_service, pin)
         self.notifier.mirror(context, 'prewarm', image_meta['id'])
         return True
+
+    def _like(self):
+        stats = self.backend.get_volume_stats() or {}
+        pools = stats.get('pools') or [stats]
+        pool = (pools[0].get('pool_name')
+                or stats.get('volume_backend_name') or 'default')
+        return types.SimpleNamespace(
+            host=volume_utils.append_host(self.host, pool),
+            cluster_name=None,
+            availability_zone=cfg.CONF.storage_availability_zone,
+            volume_type_id=volume_types.get_default_volume_type()['id'])
 
     def evict(self, image_id):
         return self.cache.evict(image_id)

@@ -28,6 +28,12 @@ class SingleFlight:
         with self._lock:
             return key in self._calls
 
+    def joined(self, key):
+        """How many callers wait on the call in flight for ``key``."""
+        with self._lock:
+            call = self._calls.get(key)
+            return call.joined if call else 0
+
     def do(self, key, fn, timeout=None):
         """Run ``fn()`` unless a call for ``key`` is in flight; then wait.
 

@@ -4,7 +4,8 @@ Cinder talks to Glance through an image service object (``show``,
 ``download``, ``get_location``); Glance itself does not run inside a
 test process, so this one serves images from files and counts downloads.
 Faults can be injected: a download that breaks after some bytes, a slow
-download (so concurrent requests overlap).
+download (so concurrent requests overlap), a download held until the test opens a
+gate (``threading.Event``).
 """
 
 import datetime
@@ -31,6 +32,7 @@ class FileImageService:
         self.downloads = {}
         self.fail_after = {}
         self.chunk_delay = 0.0
+        self.gate = None
         self.temp_images = None
         self._lock = threading.Lock()
 
@@ -94,6 +96,8 @@ class FileImageService:
         self.show(context, image_id)
         with self._lock:
             self.downloads[image_id] += 1
+        if self.gate is not None:
+            self.gate.wait()
         fail_after = self.fail_after.get(image_id)
         sent = 0
         with open(self.path(image_id), 'rb') as f:

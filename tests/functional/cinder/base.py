@@ -9,6 +9,7 @@ this process: Glance, by :class:`mlaccel.testing.fileimages.FileImageService`.
 import atexit
 import contextlib
 import hashlib
+import logging
 import os
 import socketserver
 import sys
@@ -17,7 +18,9 @@ import threading
 import time
 from wsgiref import simple_server
 
+from eventlet import tpool
 import fixtures
+import sqlalchemy
 from oslo_config import cfg
 from oslo_service import wsgi as oslo_wsgi
 
@@ -73,8 +76,15 @@ class MirrorTestBase(functional_helpers._FunctionalTestBase):
             # native threads; its hub then belongs to a worker thread and
             # the base class's tpool.killall() from this thread would fail.
             self._patch(known_issues, 'TPOOL_KILLALL_ISSUE', True)
+            # On native threads eventlet's tpool is not usable from more
+            # than one thread (its wake-up pipe belongs to one thread's hub):
+            # a second download from another thread never returns. Without
+            # tpool threads, tpool.execute calls directly.
+            self._patch(tpool, '_nthreads', 0)
         super().setUp()
         self.addCleanup(privsep.sys_admin_pctxt.set_client_mode, True)
+        self.mlaccel_log = self.useFixture(fixtures.FakeLogger(
+            name='mlaccel', level=logging.INFO, nuke_handlers=False))
         self.driver = self.volume.manager.driver
 
     def _patch(self, module, name, value):
@@ -185,6 +195,14 @@ class MirrorTestBase(functional_helpers._FunctionalTestBase):
         return [v for v in objects.VolumeList.get_all(ctx)
                 if v.project_id == INTERNAL_PROJECT]
 
+    def restart_volume_service(self):
+        """Stop cinder-volume and start it again on the same host."""
+        host = self.volume.host
+        self.volume.stop()
+        self._services.remove(self.volume)
+        self.volume = self.start_service('volume', host=host)
+        self.driver = self.volume.manager.driver
+
     def volume_files(self):
         d = CONF.backend_defaults.mlaccel_file_volume_dir
         return sorted(n for n in os.listdir(d) if n.startswith('volume-'))
@@ -198,9 +216,12 @@ def _file_database(testcase):
     """Give each test a fresh SQLite file instead of Cinder's in-memory DB.
 
     Cinder's harness shares one in-memory SQLite connection between all
-    threads; on native threads concurrent transactions collide on it. A
-    file with a connection per thread serialises them in SQLite instead.
-    The schema is made once per process (the engine keeps this one path).
+    threads; on native threads concurrent transactions collide on it. With
+    a file, each user gets its own connection, and one process-wide
+    re-entrant lock, held from a connection's checkout to its checkin, keeps
+    SQLite's deferred transactions from deadlocking each other ("database
+    is locked"). The schema is made once per process (the engine keeps this
+    one path).
     """
     for suffix in ('', '-journal', '-wal'):
         with contextlib.suppress(FileNotFoundError):
@@ -214,7 +235,22 @@ def _file_database(testcase):
             cinder_test.DB_SCHEMA = ''.join(conn.connection.iterdump())
         engine.dispose()
         os.unlink(_DB_PATH)
-    atexit.register(_remove_database)
+        sqlalchemy.event.listen(engine, 'checkout', _db_checkout)
+        sqlalchemy.event.listen(engine, 'checkin', _db_checkin)
+        atexit.register(_remove_database)
+
+
+_DB_LOCK = threading.RLock()
+
+
+def _db_checkout(dbapi_connection, record, proxy):
+    _DB_LOCK.acquire()
+    record.info['mlaccel_locked'] = threading.get_ident()
+
+
+def _db_checkin(dbapi_connection, record):
+    if record.info.pop('mlaccel_locked', None) is not None:
+        _DB_LOCK.release()
 
 
 def _remove_database():

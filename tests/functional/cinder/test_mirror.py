@@ -1,5 +1,20 @@
-"""The mirror-volume driver on Cinder's in-process harness."""
+"""The mirror-volume driver on Cinder's in-process harness.
 
+Every test creates volumes through Cinder's API and checks the bytes the
+backend holds, the downloads the image service served, and what is left in
+Cinder's DB and on the backend.
+"""
+
+import os
+import threading
+import time
+
+from cinder import context
+from cinder.db import api as db
+from cinder import objects
+
+from mlaccel.cinder import golden
+from mlaccel.testing import filevolume
 from tests.functional.cinder import base
 
 MIB = base.MIB
@@ -11,11 +26,204 @@ class MirrorTest(base.MirrorTestBase):
         image = self.images.add(base.image_bytes('a', 3 * MIB))
         first = self.wait(self.create(image['id']))
         self.assertEqual('available', first['status'])
-        second = self.wait(self.create(image['id']))
+        second = self.wait(self.create(image['id'], size=2))
         self.assertEqual('available', second['status'])
         self.assertEqual(1, self.images.downloads[image['id']])
         self.assertHoldsImage(first['id'], image['id'])
         self.assertHoldsImage(second['id'], image['id'])
+        self.assertEqual(2 * 1024 ** 3,
+                         os.path.getsize(self.volume_path(second['id'])))
         self.assertEqual(1, len(self.golden_rows()))
         self.assertEqual(1, self.mirror.stats['hit'])
         self.assertEqual(1, self.mirror.stats['miss'])
+        events = [n['event_type'] for n in self.notifier.notifications]
+        self.assertIn('image_volume_cache.miss', events)
+        self.assertIn('image_volume_cache.hit', events)
+        self.assertIn('mlaccel.mirror.fill', events)
+
+    def test_burst_makes_one_download_and_ten_clones(self):
+        image = self.images.add(base.image_bytes('burst', 3 * MIB))
+        self.images.gate = threading.Event()
+        ids = self.burst(image['id'], 10)
+        # Hold the one download until the other nine wait on it.
+        deadline = time.monotonic() + 60
+        while (self.mirror.flights.joined(image['id']) < 9
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        self.assertEqual(9, self.mirror.flights.joined(image['id']))
+        self.images.gate.set()
+        for volume_id in ids:
+            self.assertEqual('available', self.wait(volume_id)['status'])
+            self.assertHoldsImage(volume_id, image['id'])
+        self.assertEqual(1, self.images.downloads[image['id']])
+        self.assertEqual(9, self.mirror.stats['join'])
+        self.assertEqual(1, len(self.golden_rows()))
+
+    def test_first_request_after_prewarm_is_a_clone(self):
+        image = self.images.add(base.image_bytes('warm', 3 * MIB))
+        ctx = context.RequestContext(base.fake.USER_ID, base.fake.PROJECT_ID)
+        self.assertTrue(self.mirror.prewarm(ctx, image, self.images))
+        self.assertEqual(1, self.images.downloads[image['id']])
+        volume = self.wait(self.create(image['id']))
+        self.assertEqual('available', volume['status'])
+        self.assertHoldsImage(volume['id'], image['id'])
+        self.assertEqual(1, self.images.downloads[image['id']])
+        self.assertEqual(1, self.mirror.stats['hit'])
+        self.assertTrue(self.mirror.cache.entries()[0]['pinned'])
+
+    # -- faults -------------------------------------------------------------
+
+    def assertNothingLeft(self, image_id):
+        self.assertEqual([], self.golden_rows())
+        self.assertEqual([], self.mirror.cache.entries())
+        self.assertEqual([], self.volume_files())
+        self.assertFalse(self.mirror.flights.in_flight(image_id))
+
+    def test_download_broken_half_way(self):
+        image = self.images.add(base.image_bytes('broken', 3 * MIB))
+        self.images.fail_after[image['id']] = MIB
+        volume = self.wait(self.create(image['id']))
+        self.assertEqual('error', volume['status'])
+        self.assertNothingLeft(image['id'])
+        self.assertEqual('copy image to volume:Driver failed to create the '
+                         'volume.', self._fault(volume['id']))
+        self.assertIn('connection to the image store broke after',
+                      self.mlaccel_log.output)
+        # The next request, with the store mended, succeeds.
+        del self.images.fail_after[image['id']]
+        volume = self.wait(self.create(image['id']))
+        self.assertEqual('available', volume['status'])
+        self.assertHoldsImage(volume['id'], image['id'])
+
+    def test_clone_broken_half_way(self):
+        image = self.images.add(base.image_bytes('clone', 3 * MIB))
+        self.wait(self.create(image['id']))
+        golden_files = self.volume_files()
+
+        def broken(src, dst):
+            with open(dst, 'wb') as f:
+                f.write(b'x' * MIB)
+            raise IOError('disk went away')
+
+        self._patch(filevolume, 'clone_file', broken)
+        volume = self.wait(self.create(image['id']))
+        self.assertEqual('error', volume['status'])
+        self.assertNotIn('volume-%s' % volume['id'], self.volume_files())
+        [entry] = self.mirror.cache.entries()
+        self.assertEqual(0, entry['refs'])
+        self.assertEqual(1, len(self.golden_rows()))
+        self.assertEqual(golden_files, self.volume_files())
+
+    def test_golden_volume_deleted_behind_our_back(self):
+        image = self.images.add(base.image_bytes('gone', 3 * MIB))
+        self.wait(self.create(image['id']))
+        [row] = self.golden_rows()
+        os.unlink(self.volume_path(row.id))
+        volume = self.wait(self.create(image['id']))
+        self.assertEqual('available', volume['status'])
+        self.assertHoldsImage(volume['id'], image['id'])
+        self.assertEqual(2, self.images.downloads[image['id']])
+        [new] = self.golden_rows()
+        self.assertNotEqual(row.id, new.id)
+        self.assertEqual(1, self.mirror.stats['rebuild'])
+        # The row itself gone (deleted in the DB): rebuilt as well.
+        new.destroy()
+        volume = self.wait(self.create(image['id']))
+        self.assertEqual('available', volume['status'])
+        self.assertEqual(3, self.images.downloads[image['id']])
+        self.assertEqual(2, self.mirror.stats['rebuild'])
+
+    def test_changed_image_invalidates_golden_volume(self):
+        image = self.images.add(base.image_bytes('v1', 3 * MIB))
+        self.wait(self.create(image['id']))
+        [old] = self.golden_rows()
+        self.images.replace(image['id'], base.image_bytes('v2', 2 * MIB))
+        volume = self.wait(self.create(image['id']))
+        self.assertEqual('available', volume['status'])
+        self.assertHoldsImage(volume['id'], image['id'])
+        self.assertEqual(2, self.images.downloads[image['id']])
+        [new] = self.golden_rows()
+        self.assertNotEqual(old.id, new.id)
+        self.assertNotIn('volume-%s' % old.id, self.volume_files())
+
+    def test_internal_quota_exhausted_takes_cinders_path(self):
+        ctx = context.get_admin_context()
+        db.quota_create(ctx, base.INTERNAL_PROJECT, 'volumes', 0)
+        image = self.images.add(base.image_bytes('quota', 3 * MIB))
+        volume = self.wait(self.create(image['id']))
+        self.assertEqual('available', volume['status'])
+        self.assertHoldsImage(volume['id'], image['id'])
+        self.assertEqual([], self.golden_rows())
+        self.assertEqual([], self.mirror.cache.entries())
+        self.assertEqual(1, self.mirror.stats['degrade'])
+
+    # -- eviction and restart --------------------------------------------
+
+    def test_restart_rebuilds_the_cache(self):
+        image = self.images.add(base.image_bytes('restart', 3 * MIB))
+        self.wait(self.create(image['id']))
+        [row] = self.golden_rows()
+        # A fill cut short by a crash: a 'creating' golden row and its file.
+        ctx = golden.internal_context()
+        half = objects.Volume(
+            context=ctx, host=row.host, size=1, status='creating',
+            volume_type_id=row.volume_type_id, user_id=ctx.user_id,
+            project_id=ctx.project_id,
+            metadata={golden.IMAGE_KEY: 'crashed-image'})
+        half.create()
+        open(self.volume_path(half.id), 'wb').close()
+        self.restart_volume_service()
+        self.assertEqual([row.id], [r.id for r in self.golden_rows()])
+        self.assertNotIn('volume-%s' % half.id, self.volume_files())
+        volume = self.wait(self.create(image['id']))
+        self.assertEqual('available', volume['status'])
+        self.assertHoldsImage(volume['id'], image['id'])
+        self.assertEqual(1, self.images.downloads[image['id']])
+        self.assertEqual(1, self.mirror.stats['hit'])
+
+    def _fault(self, volume_id):
+        self.api.api_version = '3.3'
+        messages = self.api.api_get('/messages')['messages']
+        return ' '.join(m['user_message'] for m in messages
+                        if m['resource_uuid'] == volume_id)
+
+
+
+class EvictionTest(base.MirrorTestBase):
+    CACHE_FLAGS = {'max_cache_mib': 8}
+
+    def test_evicts_least_value_not_least_recent(self):
+        self.images.chunk_delay = 0.1  # re-creating costs the download
+        a, b, c = (self.images.add(base.image_bytes(n, 3 * MIB))
+                   for n in 'abc')
+        for _ in range(3):
+            self.wait(self.create(a['id']))
+        self.wait(self.create(b['id']))
+        # A was used last before B: least recently used, yet most valuable.
+        self.wait(self.create(c['id']))
+        cached = sorted(e['image_id'] for e in self.mirror.cache.entries())
+        self.assertEqual(sorted([a['id'], c['id']]), cached)
+        self.assertEqual(2, len(self.golden_rows()))
+        self.assertEqual(1, self.mirror.stats['evict'])
+        events = [n['event_type'] for n in self.notifier.notifications]
+        self.assertIn('image_volume_cache.evict', events)
+
+    def test_pinned_entry_is_never_evicted(self):
+        a, b, c = (self.images.add(base.image_bytes(n, 3 * MIB))
+                   for n in 'xyz')
+        ctx = context.RequestContext(base.fake.USER_ID, base.fake.PROJECT_ID)
+        self.mirror.prewarm(ctx, a, self.images)
+        self.wait(self.create(b['id']))
+        for _ in range(3):
+            self.wait(self.create(b['id']))
+        self.wait(self.create(c['id']))
+        cached = sorted(e['image_id'] for e in self.mirror.cache.entries())
+        self.assertEqual(sorted([a['id'], c['id']]), cached)
+
+    def test_image_larger_than_the_cache_takes_cinders_path(self):
+        big = self.images.add(base.image_bytes('big', 9 * MIB))
+        volume = self.wait(self.create(big['id']))
+        self.assertEqual('available', volume['status'])
+        self.assertHoldsImage(volume['id'], big['id'])
+        self.assertEqual([], self.golden_rows())
+        self.assertEqual(1, self.mirror.stats['degrade'])
