@@ -161,3 +161,14 @@ class TaskdClient:
 
     def logs(self, task_id, tail=None):
         return self.call('logs', task=task_id, tail=tail)['logs']
+
+    def rekey(self, new_token):
+        """Hand the daemon to a new holder: only ``new_token`` works after.
+
+        This client goes on with the new token; returns the reply (its
+        ``saved`` says whether the daemon could save the token).
+        """
+        reply = self.call('rekey', new_token=new_token)
+        with self._lock:
+            self.token = new_token
+        return reply

@@ -4,11 +4,12 @@ Each request is one JSON object on one line, ``{"v": 1, "op": ..., "id":
 ...}`` plus the operation's fields (and ``"token"`` over TCP). Each reply is
 one line echoing the request ``id``: ``{"v": 1, "id": ..., "ok": true, ...}``
 or ``{"v": 1, "id": ..., "ok": false, "error": {"code": ..., "message":
-...}}``. Operations: health, submit, status, wait, cancel, logs. The
-fields of a submit request are a :class:`TaskSpec`. A task's status
-carries its state, times, result or error, exit code, and
-``leftovers_killed``: how many processes it left behind that the daemon
-killed when it ended.
+...}}``. Operations: health, submit, status, wait, cancel, logs and
+rekey (``new_token`` replaces the token the daemon accepts; see
+:mod:`mlaccel.taskd.server`). The fields of a submit request are a
+:class:`TaskSpec`. A task's status carries its state, times, result or
+error, exit code, and ``leftovers_killed``: how many processes it left
+behind that the daemon killed when it ended.
 """
 
 import dataclasses
@@ -74,6 +75,10 @@ SCHEMAS = {
     'cancel': _schema(['task'], task=_TASK_ID),
     'logs': _schema(['task'], task=_TASK_ID,
                     tail={'type': ['integer', 'null'], 'minimum': 0}),
+    # The current holder hands the daemon to a new one (a pool claim):
+    # from the reply on, only ``new_token`` is accepted over TCP.
+    'rekey': _schema(['new_token'], new_token={
+        'type': 'string', 'pattern': r'^[A-Za-z0-9._~+/=-]{16,512}$'}),
 }
 OPS = tuple(SCHEMAS)
 _VALIDATORS = {op: jsonschema.Draft7Validator(schema)

@@ -10,7 +10,8 @@ connections (the oldest is dropped for a newcomer); it learns nothing
 about the protocol until then and takes a connection slot only after. A
 connection idle for ``idle_timeout`` is closed. Each line read is one
 request; every request, good or bad, gets exactly one reply line, and only
-a refused peer loses its connection.
+a refused peer loses its connection. A ``rekey`` request from the token's
+holder replaces the token (a warm pool hands a daemon to a new holder).
 """
 
 import collections
@@ -314,6 +315,8 @@ class Server:
         try:
             request = protocol.parse_request(line)
             rid = request.get('id')
+            if request['op'] == 'rekey':
+                return protocol.ok(rid, **self._rekey(request['new_token']))
             return protocol.ok(rid, **self.handler(request))
         except protocol.ProtocolError as exc:
             return protocol.error(exc.request_id if rid is None else rid,
@@ -322,6 +325,38 @@ class Server:
             LOG.exception('Request failed')
             return protocol.error(rid, protocol.INTERNAL,
                                   '%s: %s' % (type(exc).__name__, exc))
+
+    def _rekey(self, new_token):
+        """Accept only ``new_token`` from now on (a pool claim).
+
+        Only a client that holds the current token (or a Unix peer of the
+        daemon's own uid) gets here; every later request, also on its own
+        connection, must carry the new one. The token file is rewritten in
+        place (it is the daemon's, mode 0600), so that a restarted daemon
+        keeps serving the new holder; if that fails the new token is still
+        in force and a warning says so.
+        """
+        if self._token is None:
+            raise protocol.ProtocolError(protocol.INVALID,
+                                         'this daemon has no token')
+        with self._lock:
+            self._token = new_token.encode()
+        saved = False
+        path = self.conf.token_file
+        if path:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW)
+                with os.fdopen(fd, 'w') as stream:
+                    stream.write(new_token + '\n')
+                    stream.flush()
+                    os.fsync(stream.fileno())
+                saved = True
+            except OSError as exc:
+                LOG.warning('New token in force but not saved to %s: %s',
+                            path, exc)
+        LOG.info('Token replaced by its holder%s',
+                 '' if saved else ' (not saved)')
+        return {'rekeyed': True, 'saved': saved}
 
     def _token_ok(self, line):
         """True if the request line carries the token.
