@@ -1,3 +1,15 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
 """Predict how many seconds a host needs to start a task VM.
 
 The prediction covers the stages mlaccel shortens, from the moment a host
@@ -8,6 +20,7 @@ measured one, and from ``[mlaccel_costmodel]`` defaults where it did not.
 """
 
 import collections
+import itertools
 
 from mlaccel import conf as mlaccel_conf
 
@@ -28,7 +41,8 @@ class CostModel:
     """Seconds-to-task-start predictions from host reports.
 
     Build one per request batch (it reads the options once), then call
-    :meth:`predict` or :meth:`seconds` per host: both are O(1).
+    :meth:`predict` or :meth:`seconds` per host, both O(1), or
+    :meth:`seconds_each` for every host of a request at once.
     """
 
     def __init__(self, conf=None):
@@ -39,34 +53,58 @@ class CostModel:
         self.cold_start = opts.cold_start_seconds
         self.warm_start = opts.warm_start_seconds
 
-    def predict(self, report, request):
+    def predict(self, report, request, queued=0):
         """Return the :class:`Prediction` for ``request`` on a host.
 
         :param report: the host's :class:`~mlaccel.hostreport.HostReport`,
-            or ``None`` when it has none (every default applies and the
-            image counts as not cached).
+            or ``None`` when it has none (every default applies, the image
+            counts as not cached and ``queued`` is ignored, so that every
+            host without a report is predicted alike).
         :param request: a :class:`StartRequest`.
+        :param queued: builds sent to the host that its report does not
+            count yet (the scheduler's own placements of a burst).
         """
+        return Prediction(*self._each([report], request, (queued,), True)[0])
+
+    def seconds(self, report, request, queued=0):
+        """The total of :meth:`predict`."""
+        return self._each([report], request, (queued,), False)[0]
+
+    def seconds_each(self, reports, request, queued=None):
+        """:meth:`seconds` for many hosts in one pass.
+
+        :param reports: a report or ``None`` per host.
+        :param queued: ``None``, or the ``queued`` of each host.
+        """
+        return self._each(reports, request, queued, False)
+
+    def _each(self, reports, request, queued, parts):
         size = self.image_size if request.image_size is None \
             else request.image_size
-        if report is None:
-            return Prediction(size / self.fetch_bandwidth, self.build_seconds,
-                              self.cold_start)
-        if request.image_id in report.cached_images:
-            fetch = 0.0
-        else:
-            fetch = size / (report.fetch_bandwidth or self.fetch_bandwidth)
-        if report.build_throughput > 0:
-            # Little's law: with N builds ahead draining at the measured
-            # rate, ours completes after (N + 1) / rate.
-            build = (report.builds_in_flight + 1) / report.build_throughput
-        else:
-            waves = report.builds_in_flight // max(report.build_limit, 1)
-            build = self.build_seconds * (1 + waves)
-        warm = request.warm_start and report.warm_slots > 0
-        return Prediction(fetch, build,
-                          self.warm_start if warm else self.cold_start)
-
-    def seconds(self, report, request):
-        """The total of :meth:`predict`."""
-        return self.predict(report, request).total
+        image_id = request.image_id
+        bandwidth, build_seconds = self.fetch_bandwidth, self.build_seconds
+        warm_wanted = request.warm_start
+        warm_start, cold_start = self.warm_start, self.cold_start
+        unreported = (size / bandwidth, build_seconds, cold_start)
+        out = []
+        for report, extra in zip(reports, queued or itertools.repeat(0)):
+            if report is None:
+                fetch, build, buffering = unreported
+            else:
+                if image_id in report.cached_images:
+                    fetch = 0.0
+                else:
+                    fetch = size / (report.fetch_bandwidth or bandwidth)
+                ahead = report.builds_in_flight + extra
+                if report.build_throughput > 0:
+                    # Little's law: with N builds ahead draining at the
+                    # measured rate, ours completes after (N + 1) / rate.
+                    build = (ahead + 1) / report.build_throughput
+                else:
+                    waves = ahead // max(report.build_limit, 1)
+                    build = build_seconds * (1 + waves)
+                buffering = warm_start if warm_wanted \
+                    and report.warm_slots > 0 else cold_start
+            out.append((fetch, build, buffering) if parts
+                       else fetch + build + buffering)
+        return out

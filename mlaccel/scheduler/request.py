@@ -1,4 +1,27 @@
-"""What the plugins need to know about one scheduling request, read once."""
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""What the plugins need to know about one scheduling request, read once.
+
+Nova filters, then weighs, the hosts for each instance of a request, in one
+thread (or green thread). The BuildSlotFilter makes the view of the
+instance, with the report it looked up for each host it kept, and hands it
+on with :func:`share`; the LifecycleWeigher that weighs the same instance
+next takes it with :func:`view` instead of reading the request and the
+reports again. Without the filter the weigher makes its own.
+"""
+
+import operator
+import threading
 
 from mlaccel import conf as mlaccel_conf
 from mlaccel import costmodel
@@ -9,20 +32,28 @@ from mlaccel.statebus import reader
 class RequestView:
     """One request as the mlaccel plugins see it.
 
+    :ivar spec: the RequestSpec the view was made from.
     :ivar reports: a :class:`~mlaccel.statebus.reader.Snapshot` of the host
         reports; ``reports.get(host)`` is O(1) and ``None`` for a host with
         no fresh report.
     :ivar policy: the flavor's :class:`~mlaccel.scheduler.extra_specs.Policy`.
     :ivar start: the :class:`~mlaccel.costmodel.StartRequest`; its
         ``image_id`` is ``None`` for a volume-backed server.
+    :ivar placed: ``None``, or ``host_state -> builds`` this request already
+        placed on the host (earlier instances of a multi-instance request),
+        which no report counts yet.
     """
 
-    __slots__ = ('reports', 'policy', 'start')
+    __slots__ = ('spec', 'reports', 'policy', 'start', 'placed', '_hosts',
+                 '_host_reports')
 
-    def __init__(self, spec_obj, conf=None):
+    def __init__(self, spec_obj, conf=None, placed=None):
         conf = conf or mlaccel_conf.CONF
+        self.spec = spec_obj
         self.reports = reader.get_cache(conf).snapshot()
         self.policy = extra_specs.policy(spec_obj)
+        self.placed = placed
+        self._hosts = self._host_reports = None
         image_id = image_size = None
         image = getattr(spec_obj, 'image', None)
         if image is not None:
@@ -32,3 +63,40 @@ class RequestView:
                 image_size = image.size
         self.start = costmodel.StartRequest(
             image_id, image_size, self.policy.warm_start)
+
+    def remember(self, hosts, host_reports):
+        """Keep the report looked up for each of ``hosts``."""
+        self._hosts, self._host_reports = hosts, host_reports
+
+    def reports_of(self, hosts):
+        """The fresh report, or ``None``, of each host.
+
+        Looked up again only when ``hosts`` are not the ones remembered.
+        """
+        known = self._hosts
+        if known is not None and len(known) == len(hosts) and all(
+                map(operator.is_, hosts, known)):
+            return self._host_reports
+        get = self.reports.get
+        return [get(host_state.host) for host_state in hosts]
+
+
+_shared = threading.local()
+
+
+def share(request_view):
+    """Hand ``request_view`` to the next :func:`view` of the same spec."""
+    _shared.view = request_view
+
+
+def view(spec_obj, conf=None):
+    """The shared view of ``spec_obj``'s current instance, or a new one.
+
+    A shared view is handed out once.
+    """
+    shared = getattr(_shared, 'view', None)
+    if shared is not None:
+        _shared.view = None
+        if shared.spec is spec_obj:
+            return shared
+    return RequestView(spec_obj, conf)

@@ -1,3 +1,15 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
 """The cost model's seconds-to-task-start predictions."""
 
 from hypothesis import given
@@ -98,6 +110,27 @@ class TestCostModel(testtools.TestCase):
                          self.model.seconds(r, start()))
         self.assertAlmostEqual(GIB / (100 * MIB) + 2.0 + 0.1,
                                self.model.seconds(r, start()))
+
+    def test_queued_builds_count_like_builds_in_flight(self):
+        self.assertEqual(self.model.predict(
+            report(builds_in_flight=5, build_throughput=0.5), start()),
+            self.model.predict(report(builds_in_flight=2,
+                                      build_throughput=0.5), start(), 3))
+        self.assertEqual(20.0, self.model.predict(
+            report(builds_in_flight=1, build_limit=4), start(), 3).build)
+        # Hosts without a report stay alike, whatever was sent there.
+        self.assertEqual(self.model.predict(None, start()),
+                         self.model.predict(None, start(), 7))
+
+    def test_seconds_each_is_seconds_per_host(self):
+        reports = [None, report(builds_in_flight=3, build_limit=2),
+                   report(cached_images=frozenset({'img'}), warm_slots=1)]
+        self.assertEqual([self.model.seconds(r, start()) for r in reports],
+                         self.model.seconds_each(reports, start()))
+        self.assertEqual(
+            [self.model.seconds(r, start(), q)
+             for r, q in zip(reports, (4, 1, 0))],
+            self.model.seconds_each(reports, start(), [4, 1, 0]))
 
     def test_options_are_read_from_the_conf_given(self):
         self.conf.set('mlaccel_costmodel', default_build_seconds=42.0,

@@ -1,4 +1,16 @@
-"""Keep new builds off hosts whose build slots are all taken."""
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Steer new builds away from hosts whose build slots are all taken."""
 
 import threading
 
@@ -13,10 +25,7 @@ from mlaccel.scheduler import request
 LOG = logging.getLogger(__name__)
 
 AGGREGATE_KEY = 'mlaccel_max_builds_per_host'
-
-
-def _nothing_placed(host_state):
-    return 0
+UNLIMITED = float('inf')
 
 
 def _instances(spec_obj):
@@ -27,10 +36,11 @@ def _instances(spec_obj):
 
 
 class BuildSlotFilter(filters.BaseHostFilter):
-    """Reject a host whose builds in flight reached its adaptive limit.
+    """Steer new builds away from hosts whose build slots are all taken.
 
-    The limit is the one the host's agent adapts to measured build latency
-    (the "dynamic parallel parameter"), capped by ``[mlaccel_scheduler]
+    A host is full when its builds in flight reached its adaptive limit,
+    the one its agent adapts to measured build latency (the "dynamic
+    parallel parameter"), capped by ``[mlaccel_scheduler]
     max_builds_per_host`` or the aggregate metadata
     ``mlaccel_max_builds_per_host``. Builds in flight are the report's count
     plus the instances this scheduler placed on the host earlier in the same
@@ -38,6 +48,13 @@ class BuildSlotFilter(filters.BaseHostFilter):
     it keeps counting finished builds until the compute's next periodic
     update.) A host without a fresh report passes unless
     ``build_slot_fail_open`` is false.
+
+    The limit steers, it never refuses a boot: full hosts are dropped only
+    while the free slots of the others can take every instance of the
+    request still to place. Otherwise every candidate is kept, builds queue
+    on the computes as they would without mlaccel, and the LifecycleWeigher
+    sends each to the host predicted to start it soonest (counting this
+    request's earlier placements).
     """
 
     RUN_ON_REBUILD = False
@@ -57,59 +74,111 @@ class BuildSlotFilter(filters.BaseHostFilter):
         hosts = list(filter_obj_list)
         if scheduler_utils.request_is_rebuild(spec_obj):
             return hosts
-        view = request.RequestView(spec_obj, self.conf)
-        if not view.policy.build_slots:
+        placed, to_place = self._placed_in_request(hosts, spec_obj)
+        view = request.RequestView(spec_obj, self.conf, placed)
+        request.share(view)
+        if not view.policy.build_slots or not hosts:
             return hosts
-        placed = self._placed_in_request(hosts, spec_obj)
-        opts = self.conf.mlaccel_scheduler
-        cap, fail_open = opts.max_builds_per_host, opts.build_slot_fail_open
-        get, passes = view.reports.get, self._passes
-        return [h for h in hosts
-                if passes(h, get(h.host), placed(h), cap, fail_open)]
+        kept, reports, slots = self._free(hosts, view)
+        if slots >= to_place:
+            view.remember(kept, reports)
+            return kept
+        # Nova filters each instance of a request from the hosts kept for
+        # the one before: dropping a full host now would refuse the
+        # instances that the free slots cannot take.
+        LOG.info('%(n)d instance(s) to place, %(slots)d free build slot(s) '
+                 'on %(hosts)d candidate host(s): keeping every candidate, '
+                 'builds queue where they are predicted to start soonest.',
+                 {'n': to_place, 'slots': slots, 'hosts': len(hosts)})
+        return hosts
 
     def host_passes(self, host_state, spec_obj):
-        return bool(self.filter_all([host_state], spec_obj))
+        """Whether the host has a free build slot (or passes unreported).
+
+        Judged alone, so a full host fails here: only :meth:`filter_all`
+        knows whether every candidate is full.
+        """
+        if scheduler_utils.request_is_rebuild(spec_obj):
+            return True
+        view = request.RequestView(spec_obj, self.conf)
+        return not view.policy.build_slots or bool(
+            self._free([host_state], view)[2])
+
+    def _free(self, hosts, view):
+        """``(hosts, their reports, free slots)`` of the hosts passing.
+
+        A host passes with a build slot left, or without a limit, or without
+        a report if ``build_slot_fail_open``. The free slots are those of
+        the passing hosts, infinite if one has no limit.
+        """
+        opts = self.conf.mlaccel_scheduler
+        cap, fail_open = opts.max_builds_per_host, opts.build_slot_fail_open
+        get, placed = view.reports.get, view.placed
+        kept, reports, slots = [], [], 0
+        keep, keep_report = kept.append, reports.append
+        for host_state in hosts:
+            report = get(host_state.host)
+            if report is None:
+                if fail_open:
+                    keep(host_state)
+                    keep_report(None)
+                    slots = UNLIMITED
+                continue
+            limit = report.build_limit
+            if host_state.aggregates:
+                limit = self._capped(host_state, limit, cap)
+            elif cap > 0 and not 0 < limit <= cap:
+                limit = cap
+            in_flight = report.builds_in_flight
+            if placed is not None:
+                in_flight += placed(host_state)
+            if limit <= 0:
+                keep(host_state)
+                keep_report(report)
+                slots = UNLIMITED
+            elif in_flight < limit:
+                keep(host_state)
+                keep_report(report)
+                slots += limit - in_flight
+            else:
+                LOG.debug('%(host)s has %(n)d builds in flight, its limit '
+                          'is %(limit)d', {'host': host_state.host,
+                                           'n': in_flight, 'limit': limit})
+        return kept, reports, slots
 
     def _placed_in_request(self, hosts, spec_obj):
-        """Return ``host_state -> instances placed there in this request``.
+        """Return ``(placed, instances still to place)``.
 
-        Nova adds one to a host's ``num_io_ops`` for each instance it places
-        there while scheduling a request; the difference to the value seen
-        at the request's first instance is what this request placed.
+        ``placed`` is ``None`` or ``host_state -> instances placed there``
+        earlier in this request. Nova adds one to a host's ``num_io_ops``
+        for each instance it places there while scheduling a request; the
+        difference to the value seen at the request's first instance is
+        what this request placed.
         """
         state = self._request
         index, state.index = getattr(state, 'index', None), None
-        if index is None or (index == 0 and _instances(spec_obj) <= 1):
-            return _nothing_placed
+        count = _instances(spec_obj)
+        if index is None or (index == 0 and count <= 1):
+            return None, 1
+        to_place = max(count - index, 1)
         if index == 0:
             state.baseline = {id(h): h.num_io_ops for h in hosts}
-            return _nothing_placed
+            return None, to_place
         baseline = getattr(state, 'baseline', {})
-        return lambda h: h.num_io_ops - baseline.get(id(h), h.num_io_ops)
+        return (lambda h: h.num_io_ops - baseline.get(id(h), h.num_io_ops),
+                to_place)
 
     @staticmethod
-    def _passes(host_state, report, placed, cap, fail_open):
-        if report is None:
-            return fail_open
-        limit = report.build_limit
-        if host_state.aggregates:
-            values = filter_utils.aggregate_values_from_key(host_state,
-                                                            AGGREGATE_KEY)
-            try:
-                cap = filter_utils.validate_num_values(values, cap,
-                                                       cast_to=int,
-                                                       based_on=min)
-            except ValueError as exc:
-                LOG.warning('Ignored bad aggregate value of %s: %s',
-                            AGGREGATE_KEY, exc)
-        if cap > 0:
-            limit = min(limit, cap) if limit > 0 else cap
-        if limit <= 0:
-            return True
-        in_flight = report.builds_in_flight + placed
-        if in_flight < limit:
-            return True
-        LOG.debug('%(host)s has %(n)d builds in flight, its limit is '
-                  '%(limit)d', {'host': host_state.host, 'n': in_flight,
-                                'limit': limit})
-        return False
+    def _capped(host_state, limit, cap):
+        """The host's limit, capped by config and its aggregates."""
+        values = filter_utils.aggregate_values_from_key(host_state,
+                                                        AGGREGATE_KEY)
+        try:
+            cap = filter_utils.validate_num_values(values, cap, cast_to=int,
+                                                   based_on=min)
+        except ValueError as exc:
+            LOG.warning('Ignored bad aggregate value of %s: %s',
+                        AGGREGATE_KEY, exc)
+        if cap > 0 and not 0 < limit <= cap:
+            return cap
+        return limit

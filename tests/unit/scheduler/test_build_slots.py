@@ -1,3 +1,15 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
 """The build-slot filter on real Nova host states and request specs."""
 
 import os
@@ -28,30 +40,48 @@ class TestBuildSlotFilter(base.PluginTestCase):
         hosts = [base.host(n) for n in ('full', 'over', 'free', 'no-limit')]
         self.assertEqual(['free', 'no-limit'], self.passing(hosts))
 
-    def test_a_burst_spreads_over_instances_placed_in_the_request(self):
-        self.publish(self.report('h1', builds_in_flight=1, build_limit=2),
-                     self.report('h2', builds_in_flight=1, build_limit=2))
-        h1, h2 = base.host('h1', num_io_ops=5), base.host('h2', num_io_ops=5)
+    def _burst(self, count, in_flight, limit):
+        """Place ``count`` instances as Nova does; hosts passed each time.
+
+        Nova filters each instance from the hosts kept for the one before,
+        and places it on the first (here: by name).
+        """
+        self.publish(*[self.report(h, builds_in_flight=in_flight,
+                                   build_limit=limit) for h in ('h1', 'h2')])
+        hosts = [base.host('h1', num_io_ops=5), base.host('h2', num_io_ops=5)]
         spec = base.request_spec()
-        spec.num_instances = 3
+        spec.num_instances = count
         handler = nova_filters.HostFilterHandler()
+        passed_each = []
+        for index in range(count):
+            hosts = handler.get_filtered_objects([self.filter], hosts, spec,
+                                                 index)
+            passed_each.append([h.host for h in hosts])
+            # What HostState.consume_from_request does for a build.
+            hosts[0].num_io_ops += 1
+        return passed_each, spec
 
-        def place(index):
-            passed = handler.get_filtered_objects(
-                [self.filter], [h1, h2], spec, index)
-            if passed:
-                # What HostState.consume_from_request does for a build.
-                passed[0].num_io_ops += 1
-            return [h.host for h in passed]
-
-        self.assertEqual(['h1', 'h2'], place(0))
-        self.assertEqual(['h2'], place(1))  # h1 took one: 1 + 1 = limit
-        self.assertEqual([], place(2))
+    def test_a_burst_spreads_over_instances_placed_in_the_request(self):
+        passed, spec = self._burst(2, in_flight=1, limit=2)
+        # h1 took one: 1 + 1 = its limit, and h2 can take the last one.
+        self.assertEqual([['h1', 'h2'], ['h2']], passed)
         # A new single-instance request starts from the reports again.
         spec.num_instances = 1
         self.assertEqual(['h1', 'h2'], [h.host for h in
-                         handler.get_filtered_objects(
-                             [self.filter], [h1, h2], spec, 0)])
+                         nova_filters.HostFilterHandler().get_filtered_objects(
+                             [self.filter], [base.host('h1'),
+                                             base.host('h2')], spec, 0)])
+
+    def test_a_burst_beyond_the_free_slots_keeps_every_host(self):
+        # Two free slots for three instances: dropping the first full host
+        # would leave the third instance nowhere to go.
+        passed, _ = self._burst(3, in_flight=1, limit=2)
+        # Once h1 is over its limit, h2's slot takes the last instance.
+        self.assertEqual([['h1', 'h2'], ['h1', 'h2'], ['h2']], passed)
+
+    def test_a_burst_on_full_hosts_keeps_every_host(self):
+        passed, _ = self._burst(4, in_flight=2, limit=2)
+        self.assertEqual([['h1', 'h2']] * 4, passed)
 
     def test_missing_or_stale_report_fails_open_by_default(self):
         self.publish(self.report('stale', builds_in_flight=9, build_limit=1,
@@ -86,10 +116,11 @@ class TestBuildSlotFilter(base.PluginTestCase):
     def test_bad_aggregate_value_is_ignored_and_logged(self):
         log = self.useFixture(fixtures.FakeLogger(name='mlaccel'))
         self.flags.set('mlaccel_scheduler', max_builds_per_host=2)
-        self.publish(self.report('h1', builds_in_flight=2, build_limit=8))
+        self.publish(self.report('h1', builds_in_flight=2, build_limit=8),
+                     self.report('free'))
         bad = base.host('h1', aggregates=[
             {'mlaccel_max_builds_per_host': 'many'}])
-        self.assertEqual([], self.passing([bad]))
+        self.assertEqual(['free'], self.passing([bad, base.host('free')]))
         self.assertIn('mlaccel_max_builds_per_host', log.output)
 
     def test_rebuild_passes(self):
@@ -99,13 +130,15 @@ class TestBuildSlotFilter(base.PluginTestCase):
         self.assertFalse(build_slots.BuildSlotFilter.RUN_ON_REBUILD)
 
     def test_flavor_may_ignore_build_slots(self):
-        self.publish(self.report('h1', builds_in_flight=4, build_limit=4))
+        self.publish(self.report('h1', builds_in_flight=4, build_limit=4),
+                     self.report('h2', build_limit=4))
+        hosts = [base.host('h1'), base.host('h2')]
         spec = base.request_spec(
             extra_specs={'mlaccel:build_slots': 'ignore'})
-        self.assertEqual(['h1'], self.passing([base.host('h1')], spec))
+        self.assertEqual(['h1', 'h2'], self.passing(hosts, spec))
         enforce = base.request_spec(
             extra_specs={'mlaccel:build_slots': 'enforce'})
-        self.assertEqual([], self.passing([base.host('h1')], enforce))
+        self.assertEqual(['h2'], self.passing(hosts, enforce))
 
     def test_host_passes_and_nova_filter_handler(self):
         self.publish(self.report('full', builds_in_flight=4, build_limit=4),
@@ -118,8 +151,10 @@ class TestBuildSlotFilter(base.PluginTestCase):
         self.assertEqual(['free'], [h.host for h in passed])
 
     def test_stopped_state_bus_leaves_stock_behaviour(self):
-        self.publish(self.report('h1', builds_in_flight=4, build_limit=4))
-        self.assertEqual([], self.passing([base.host('h1')]))
+        self.publish(self.report('h1', builds_in_flight=4, build_limit=4),
+                     self.report('h2'))
+        hosts = [base.host('h1'), base.host('h2')]
+        self.assertEqual(['h2'], self.passing(hosts))
         # The bus becomes unreadable: its directory is now a plain file.
         os.rename(self.bus.path, self.bus.path + '.away')
         with open(self.bus.path, 'w') as f:
@@ -128,7 +163,40 @@ class TestBuildSlotFilter(base.PluginTestCase):
         self.addCleanup(os.remove, self.bus.path)
         self.cache.refresh()
         self.assertIs(False, self.cache.healthy)
-        self.assertEqual(['h1'], self.passing([base.host('h1')]))
+        self.assertEqual(['h1', 'h2'], self.passing(hosts))
+
+    def test_every_host_full_keeps_them_all(self):
+        # Refusing them all would turn the boot into NoValidHost, where
+        # stock Nova queues the build on a compute.
+        log = self.useFixture(fixtures.FakeLogger(name='mlaccel'))
+        self.publish(self.report('h1', builds_in_flight=4, build_limit=4),
+                     self.report('h2', builds_in_flight=9, build_limit=2))
+        hosts = [base.host('h1'), base.host('h2')]
+        self.assertEqual(['h1', 'h2'], self.passing(hosts))
+        self.assertIn('keeping every candidate', log.output)
+        # Judged alone, a full host still has no free slot.
+        self.assertFalse(self.filter.host_passes(hosts[0],
+                                                 base.request_spec()))
+
+    def test_fail_closed_without_any_report_keeps_every_host(self):
+        self.flags.set('mlaccel_scheduler', build_slot_fail_open=False)
+        hosts = [base.host('h1'), base.host('h2')]
+        self.assertEqual(['h1', 'h2'], self.passing(hosts))
+
+    def test_view_is_shared_with_the_weigher_of_the_same_request(self):
+        from mlaccel.scheduler import request
+        self.publish(self.report('h1', build_limit=4),
+                     self.report('h2', builds_in_flight=4, build_limit=4))
+        spec = base.request_spec()
+        kept = self.filter.filter_all([base.host('h1'), base.host('h2')],
+                                      spec)
+        view = request.view(spec)
+        self.assertIs(spec, view.spec)
+        self.assertEqual(['h1'], [r.host for r in view.reports_of(kept)])
+        # Handed out once; another spec never gets it.
+        self.assertIsNot(view, request.view(spec))
+        self.filter.filter_all(kept, spec)
+        self.assertIsNot(spec, request.view(base.request_spec()).spec)
 
     def test_all_filters_lists_ours(self):
         from mlaccel.scheduler import filters

@@ -1,10 +1,22 @@
-"""The image-locality and life-cycle weighers on real Nova host states."""
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The life-cycle weigher on real Nova host states."""
 
 import time
 
 from nova.scheduler import weights as nova_weights
 
-from mlaccel.scheduler.weights import image_locality
+from mlaccel.scheduler import request
 from mlaccel.scheduler.weights import lifecycle
 from tests.unit.scheduler import base
 
@@ -17,11 +29,14 @@ def weigh(weigher, hosts, spec):
         [weigher], hosts, spec)
 
 
-class TestImageLocalityWeigher(base.PluginTestCase):
+class TestImageLocality(base.PluginTestCase):
+    """The image-locality term alone (the predicted-start term is off)."""
 
     def setUp(self):
         super().setUp()
-        self.weigher = image_locality.ImageLocalityWeigher()
+        self.flags.set('mlaccel_scheduler', lifecycle_weight_multiplier=0.0,
+                       image_locality_weight_multiplier=1.0)
+        self.weigher = lifecycle.LifecycleWeigher()
 
     def raw(self, hosts, spec=None):
         return self.weigher.weigh_objects(
@@ -35,9 +50,11 @@ class TestImageLocalityWeigher(base.PluginTestCase):
             self.report('h3'))
         hosts = [base.host('h1'), base.host('h2'), base.host('h3')]
         self.assertEqual([0.0, 1.0, 0.0], self.raw(hosts))
+        self.flags.set('mlaccel_scheduler',
+                       image_locality_weight_multiplier=2.0)
         weighed = weigh(self.weigher, hosts, base.request_spec())
         self.assertEqual('h2', weighed[0].obj.host)
-        self.assertEqual(2.0, weighed[0].weight)  # default multiplier
+        self.assertEqual(2.0, weighed[0].weight)
 
     def test_without_reports_counts_loaded_instances_of_the_image(self):
         hosts = [base.host('h1', instances=[base.instance(base.OTHER_IMAGE)]),
@@ -57,31 +74,41 @@ class TestImageLocalityWeigher(base.PluginTestCase):
 
     def test_a_fresh_report_is_believed_over_instances(self):
         self.publish(self.report('h1'))
-        hosts = [base.host('h1', instances=[base.instance(base.IMAGE)])]
-        self.assertEqual([0.0], self.raw(hosts))
+        hosts = [base.host('h1', instances=[base.instance(base.IMAGE)]),
+                 base.host('h2')]
+        self.assertEqual([0.0, 0.0], self.raw(hosts))
 
     def test_a_stale_report_falls_back_to_instances(self):
         self.publish(self.report('h1', timestamp=time.time() - 100))
-        hosts = [base.host('h1', instances=[base.instance(base.IMAGE)])]
-        self.assertEqual([1.0], self.raw(hosts))
+        hosts = [base.host('h1', instances=[base.instance(base.IMAGE)]),
+                 base.host('h2')]
+        self.assertEqual([1.0, 0.0], self.raw(hosts))
 
     def test_instances_are_walked_again_when_they_change(self):
-        h1 = base.host('h1')
-        self.assertEqual([0.0], self.raw([h1]))
+        h1, h2 = base.host('h1'), base.host('h2')
+        self.assertEqual([0.0, 0.0], self.raw([h1, h2]))
         inst = base.instance(base.IMAGE)
         h1.instances[inst.uuid] = inst
-        self.assertEqual([1.0], self.raw([h1]))
+        self.assertEqual([1.0, 0.0], self.raw([h1, h2]))
 
     def test_volume_backed_request_weighs_nothing(self):
         self.publish(self.report('h1', cached_images=frozenset({base.IMAGE})))
-        self.assertEqual([0.0], self.raw(
-            [base.host('h1')], base.request_spec(image_id=None)))
+        self.assertEqual([0.0, 0.0], self.raw(
+            [base.host('h1'), base.host('h2')],
+            base.request_spec(image_id=None)))
 
     def test_flavor_can_turn_it_off(self):
         self.publish(self.report('h1', cached_images=frozenset({base.IMAGE})))
         spec = base.request_spec(
             extra_specs={'mlaccel:image_locality': 'false'})
-        self.assertEqual([0.0], self.raw([base.host('h1')], spec))
+        self.assertEqual([0.0, 0.0], self.raw(
+            [base.host('h1'), base.host('h2')], spec))
+
+    def test_every_host_alike_weighs_zero_as_nova_normalises(self):
+        self.publish(*[self.report(h, cached_images=frozenset({base.IMAGE}))
+                       for h in ('h1', 'h2')])
+        self.assertEqual([0.0, 0.0],
+                         self.raw([base.host('h1'), base.host('h2')]))
 
     def test_multiplier_from_config_and_aggregate(self):
         self.flags.set('mlaccel_scheduler',
@@ -110,10 +137,13 @@ class TestImageLocalityWeigher(base.PluginTestCase):
         self.assertEqual(-1.0, weighed[1].weight)
 
 
-class TestLifecycleWeigher(base.PluginTestCase):
+class TestPredictedStart(base.PluginTestCase):
+    """The predicted-start term alone (the image-locality term is off)."""
 
     def setUp(self):
         super().setUp()
+        self.flags.set('mlaccel_scheduler',
+                       image_locality_weight_multiplier=0.0)
         self.weigher = lifecycle.LifecycleWeigher()
 
     def raw(self, hosts, spec=None):
@@ -121,12 +151,27 @@ class TestLifecycleWeigher(base.PluginTestCase):
             [nova_weights.WeighedHost(h, 0.0) for h in hosts],
             spec or base.request_spec(image_size=GIB))
 
-    def test_weight_is_minus_the_predicted_seconds(self):
+    def test_weight_is_minus_the_predicted_seconds_normalised(self):
         self.flags.set('mlaccel_costmodel', cold_start_seconds=3.0,
                        warm_start_seconds=0.5)
-        self.publish(self.report('h1', cached_images=frozenset({base.IMAGE}),
-                                 build_throughput=1.0, warm_slots=1))
-        self.assertEqual([-(0.0 + 1.0 + 0.5)], self.raw([base.host('h1')]))
+        self.flags.set('mlaccel_scheduler', lifecycle_weight_multiplier=1.0)
+        cached = frozenset({base.IMAGE})
+        # 1.5 s, 2.5 s and 4.5 s to task start: normalised as Nova does.
+        self.publish(
+            self.report('h1', cached_images=cached, build_throughput=1.0,
+                        warm_slots=1),
+            self.report('h2', cached_images=cached, build_throughput=1.0,
+                        builds_in_flight=1, warm_slots=1),
+            self.report('h3', cached_images=cached, build_throughput=1.0,
+                        builds_in_flight=3, warm_slots=1))
+        self.assertEqual([1.0, 2.0 / 3, 0.0], self.raw(
+            [base.host('h1'), base.host('h2'), base.host('h3')]))
+        # Nova's own normalisation leaves the weights as they are.
+        self.assertEqual((0.0, 1.0), (self.weigher.minval,
+                                      self.weigher.maxval))
+        self.assertEqual(1.0, self.weigher.weight_multiplier(
+            base.host('h1', aggregates=[
+                {'mlaccel_lifecycle_weight_multiplier': '5'}])))
 
     def test_prefers_the_host_that_starts_the_task_soonest(self):
         self.publish(
@@ -147,6 +192,20 @@ class TestLifecycleWeigher(base.PluginTestCase):
         self.assertEqual({0.0}, {w.weight for w in weigh(
             self.weigher, hosts, base.request_spec())})
 
+    def test_a_burst_queues_where_the_builds_placed_so_far_end_soonest(self):
+        self.publish(self.report('h1', builds_in_flight=4, build_limit=4),
+                     self.report('h2', builds_in_flight=4, build_limit=4))
+        h1, h2 = base.host('h1'), base.host('h2')
+        spec = base.request_spec()
+        placed = {'h1': 4, 'h2': 0}  # a wave of the limit more on h1
+        view = request.RequestView(spec, placed=lambda h: placed[h.host])
+        request.share(view)
+        weights = self.weigher.weigh_objects(
+            [nova_weights.WeighedHost(h, 0.0) for h in (h1, h2)], spec)
+        self.assertGreater(weights[1], weights[0])
+        # Without the placements both are alike.
+        self.assertEqual(1, len(set(self.raw([h1, h2]))))
+
     def test_flavor_without_image_locality_ignores_the_cache(self):
         self.publish(
             self.report('h1', cached_images=frozenset({base.IMAGE})),
@@ -164,7 +223,7 @@ class TestLifecycleWeigher(base.PluginTestCase):
         w1, w2 = self.raw([base.host('h1'), base.host('h2')])
         self.assertGreater(w1, w2)
 
-    def test_multiplier_from_config_and_aggregate(self):
+    def test_lifecycle_multiplier_from_config_and_aggregate(self):
         self.flags.set('mlaccel_scheduler', lifecycle_weight_multiplier=0.5)
         cached = frozenset({base.IMAGE})
         self.publish(self.report('fast', cached_images=cached),
@@ -178,10 +237,32 @@ class TestLifecycleWeigher(base.PluginTestCase):
                          {w.obj.host: w.weight for w in weighed})
 
 
+class TestBothTerms(base.PluginTestCase):
+
+    def test_sum_is_what_two_nova_weighers_would_give(self):
+        self.flags.set('mlaccel_scheduler',
+                       image_locality_weight_multiplier=2.0,
+                       lifecycle_weight_multiplier=3.0)
+        cached = frozenset({base.IMAGE})
+        self.publish(self.report('cached-busy', cached_images=cached,
+                                 builds_in_flight=100, build_throughput=1.0),
+                     self.report('idle', build_throughput=1e9))
+        agg = {'mlaccel_image_locality_weight_multiplier': '10'}
+        hosts = [base.host('cached-busy', aggregates=[agg]),
+                 base.host('idle'), base.host('no-report')]
+        weighed = {w.obj.host: w.weight for w in weigh(
+            lifecycle.LifecycleWeigher(), hosts, base.request_spec())}
+        # locality: 1, 0, 0 times 10 (aggregate), 2, 2; predicted start
+        # normalised: idle soonest (1), the cached but busy host last (0).
+        self.assertEqual(10.0, weighed['cached-busy'])
+        self.assertEqual(3.0, weighed['idle'])
+        self.assertGreater(weighed['no-report'], 0.0)
+        self.assertLess(weighed['no-report'], 3.0)
+
+
 class TestBridges(base.PluginTestCase):
 
     def test_all_weighers_lists_ours(self):
         from mlaccel.scheduler import weights
-        self.assertEqual(
-            [image_locality.ImageLocalityWeigher,
-             lifecycle.LifecycleWeigher], weights.all_weighers())
+        self.assertEqual([lifecycle.LifecycleWeigher],
+                         weights.all_weighers())
