@@ -4,8 +4,8 @@ Cinder talks to Glance through an image service object (``show``,
 ``download``, ``get_location``); Glance itself does not run inside a
 test process, so this one serves images from files and counts downloads.
 Faults can be injected: a download that breaks after some bytes, a slow
-download (so concurrent requests overlap), a download held until the test opens a
-gate (``threading.Event``).
+download, a download held until the test opens a gate
+(``threading.Event``), so concurrent requests overlap.
 """
 
 import datetime

@@ -20,9 +20,9 @@ from wsgiref import simple_server
 
 from eventlet import tpool
 import fixtures
-import sqlalchemy
 from oslo_config import cfg
 from oslo_service import wsgi as oslo_wsgi
+import sqlalchemy
 
 from cinder.db import api as db_api
 from cinder.db import migration

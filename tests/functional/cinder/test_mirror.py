@@ -188,7 +188,6 @@ class MirrorTest(base.MirrorTestBase):
                         if m['resource_uuid'] == volume_id)
 
 
-
 class EvictionTest(base.MirrorTestBase):
     CACHE_FLAGS = {'max_cache_mib': 8}
 

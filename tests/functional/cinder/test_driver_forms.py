@@ -1,0 +1,40 @@
+"""The two forms of the mirror-volume driver under Cinder's volume manager.
+
+The proxy (composition) is the supported form; the mixin form must behave
+the same wherever the backend class can be subclassed.
+"""
+
+from cinder.volume import driver as cinder_driver
+
+from mlaccel.cinder import driver
+from mlaccel.testing import filevolume
+from tests.functional.cinder import base
+
+
+class ProxyFormTest(base.MirrorTestBase):
+
+    def test_proxy_forwards_to_the_backend(self):
+        self.assertIsInstance(self.driver, cinder_driver.ProxyVD)
+        backend = self.driver._get_driver()
+        self.assertIsInstance(backend, filevolume.FileVolumeDriver)
+        # What the volume manager reads, the backend's own values.
+        self.assertTrue(self.driver.initialized)
+        self.assertIs(backend.configuration, self.driver.configuration)
+        stats = self.driver.get_volume_stats()
+        self.assertTrue(stats['mlaccel_mirror'])
+        self.assertEqual('mlaccel', stats['vendor_name'])
+
+
+class MixinFormTest(base.MirrorTestBase):
+    VOLUME_DRIVER = 'mlaccel.cinder.driver.MirrorMixinVolumeDriver'
+
+    def test_mixin_serves_clones(self):
+        self.assertIsInstance(self.driver, filevolume.FileVolumeDriver)
+        self.assertIsInstance(self.driver, driver.MirrorMixin)
+        image = self.images.add(base.image_bytes('mixin', 2 * base.MIB))
+        for _ in range(2):
+            volume = self.wait(self.create(image['id']))
+            self.assertEqual('available', volume['status'])
+            self.assertHoldsImage(volume['id'], image['id'])
+        self.assertEqual(1, self.images.downloads[image['id']])
+        self.assertEqual(1, self.mirror.stats['hit'])

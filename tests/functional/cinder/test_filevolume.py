@@ -1,0 +1,33 @@
+"""The file-backed test backend's clones keep bytes and holes."""
+
+import os
+
+import fixtures
+import testtools
+
+from mlaccel.testing import filevolume
+
+MIB = 1024 * 1024
+
+
+class CloneFileTest(testtools.TestCase):
+
+    def test_clone_keeps_bytes_and_holes(self):
+        d = self.useFixture(fixtures.TempDir()).path
+        src, dst = os.path.join(d, 'src'), os.path.join(d, 'dst')
+        with open(src, 'wb') as f:
+            f.write(b'a' * MIB)
+            f.seek(64 * MIB)
+            f.write(b'b' * MIB)
+            f.truncate(256 * MIB)
+        how = filevolume.clone_file(src, dst)
+        self.assertIn(how, ('reflink', 'copy'))
+        self.assertEqual(256 * MIB, os.path.getsize(dst))
+        with open(dst, 'rb') as f:
+            self.assertEqual(b'a' * MIB, f.read(MIB))
+            f.seek(64 * MIB)
+            self.assertEqual(b'b' * MIB, f.read(MIB))
+            f.seek(32 * MIB)
+            self.assertEqual(b'\0' * MIB, f.read(MIB))
+        # Holes stay holes: far less than the apparent size is allocated.
+        self.assertLess(os.stat(dst).st_blocks * 512, 16 * MIB)
