@@ -12,13 +12,14 @@ from oslo_config import cfg
 from mlaccel.conf import cinder
 from mlaccel.conf import costmodel
 from mlaccel.conf import launcher
+from mlaccel.conf import pool
 from mlaccel.conf import scheduler
 from mlaccel.conf import statebus
 from mlaccel.conf import taskd
 
 CONF = cfg.CONF
 
-_MODULES = (cinder, costmodel, launcher, scheduler, statebus, taskd)
+_MODULES = (cinder, costmodel, launcher, pool, scheduler, statebus, taskd)
 
 
 def register_group(conf, module):

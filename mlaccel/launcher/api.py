@@ -128,6 +128,8 @@ class _VM:
         self.task = None
         self.nova = None
         self.notified = None
+        #: Set when the VM is a warm pool member (see mlaccel.pool.claims).
+        self.pooled = None
 
     @property
     def built(self):
@@ -178,7 +180,7 @@ class Launch:
 
     def __init__(self, conn, spec, *, limiter=None, listener=None,
                  progress=None, cancel=None, conf=None, user_data=None,
-                 **options):
+                 warm_pool=None, **options):
         conf = conf or mlaccel_conf.CONF
         self.opts = _settings(conf, options)
         self.conf = conf
@@ -201,6 +203,7 @@ class Launch:
             key_file=self.opts['tls_key_file'])
         self.progress = progress
         self.make_user_data = user_data
+        self.warm_pool = warm_pool
         self.cancel_event = cancel or threading.Event()
         self.servers = servers.ServerSet(conn, self.launch_id,
                                          self.opts['name_prefix'])
@@ -289,14 +292,17 @@ class Launch:
             tls_identity=vm.identity, ready_cert=self.listener.cert_pem)
 
     def _create_all(self, image_id, flavor_id, group_id):
+        if self.warm_pool is not None:
+            self.warm_pool.claim(self, image_id, flavor_id, group_id)
         for vm in self.vms:
             self.listener.expect(vm.key, self._on_ready, vm.token)
-        workers = min(len(self.vms), self.limiter.max_limit)
+        fresh = [vm for vm in self.vms if vm.pooled is None]
+        workers = max(1, min(len(fresh), self.limiter.max_limit))
         pool = concurrent.futures.ThreadPoolExecutor(
             workers, thread_name_prefix='mlaccel-create')
         try:
             futures = [pool.submit(self._create_one, vm, image_id,
-                                   flavor_id, group_id) for vm in self.vms]
+                                   flavor_id, group_id) for vm in fresh]
             self._wait_for(lambda vm: vm.built, 'built')
             for future in futures:
                 future.result(timeout=self._remaining())
@@ -480,14 +486,16 @@ class Launch:
             if vm.task_id and vm.task is None:
                 self._cancel_task(vm)
         self._read_actions()
+        pooled = self.warm_pool.finish(self) if self.warm_pool else {}
         try:
             if self.keep_servers and succeeded:
                 LOG.info('Keeping the servers of launch %s: %s',
                          self.launch_id, ', '.join(self.servers.ids))
-                return {'kept': sorted(self.servers.ids), 'leaked': []}
-            return self.servers.delete_all(
+                return dict(pooled, kept=sorted(self.servers.ids),
+                            leaked=[])
+            return dict(pooled, **self.servers.delete_all(
                 timeout=self.opts['delete_timeout'],
-                interval=self.opts['poll_interval'])
+                interval=self.opts['poll_interval']))
         finally:
             if self._own_listener:
                 self.listener.stop()
@@ -613,6 +621,10 @@ def launch(conn, image, flavor, count, entry, args=None, *, network='none',
         preload=, tls_identity=, ready_cert=)`` returning a VM's user-data;
         by default ``mlaccel.taskd.guest.user_data`` (cloud-init starting
         taskd).
+    :param warm_pool: a :class:`mlaccel.pool.claims.Claimer`: VMs are
+        taken from a matching warm pool first, only the shortfall is
+        created, and pooled VMs are returned to their pool (or deleted)
+        after the task.
     :param conf: ``oslo_config`` object with the ``mlaccel_launcher`` group;
         any of its options may also be given as keyword arguments.
     :returns: the record (see :mod:`mlaccel.launcher.record`); its

@@ -1,0 +1,225 @@
+"""Claims: a launch takes warm members first and returns them after.
+
+:meth:`Claimer.claim` takes, in one transaction on the pool's lock, up to
+the launch's VM count of idle members, so a launch gets its pooled members
+all at once: two launches racing for the last members each get a disjoint
+share, and none waits holding part of what it needs (it creates the
+shortfall instead). Each taken member is then handed over: the launcher
+gives its daemon a fresh token (the ``rekey`` step, over TLS pinned to the
+member's certificate, authenticated by the pool's token), so whoever held
+the member before can no longer reach it. A member that fails the hand-over
+is deleted and its VM created fresh. With the state bus down nothing is
+claimed and every VM is created fresh.
+
+After the task, :meth:`Claimer.finish` returns each pooled member (with its
+current token) if the pool's reuse policy allows (fewer than ``max_tasks``
+tasks served, the task ended, no task process left), else deletes it.
+"""
+
+import concurrent.futures
+import secrets
+import time
+
+from oslo_log import log as logging
+
+from mlaccel.launcher import readiness
+from mlaccel.pool import members as pool_members
+from mlaccel.pool import sizing
+from mlaccel.pool import spec as pool_spec
+from mlaccel.pool import store as pool_store
+from mlaccel import tls
+
+LOG = logging.getLogger(__name__)
+
+#: Seconds a claim outlives its launch's timeout before the manager
+#: reclaims (deletes) a member whose launcher vanished.
+CLAIM_GRACE = 300.0
+#: Seconds of arrivals kept for the sizing window's widest setting.
+ARRIVALS_KEPT = 86400.0
+
+
+def project_of(conn):
+    """The project the connection acts in, or ``None`` if unknown."""
+    try:
+        return conn.current_project_id
+    except Exception:
+        return None
+
+
+class Claimer:
+    """Claims and returns pool members for launches of one project.
+
+    :param store: the :class:`~mlaccel.pool.store.PoolStore`.
+    :param conn: the project's ``openstack.connection.Connection``.
+    :param arrival_window: seconds of arrivals the sizing looks at; older
+        ones are dropped when a claim records a new one.
+    """
+
+    def __init__(self, store, conn, project_id=None, arrival_window=3600.0):
+        self.store = store
+        self.conn = conn
+        self.project_id = project_id or project_of(conn)
+        self.arrival_window = arrival_window
+
+    def spec_for(self, launch, image_id, flavor_id, group_id):
+        return pool_spec.PoolSpec(
+            self.project_id, image_id, flavor_id,
+            preload=launch.opts['preload'], server_group_id=group_id,
+            network=launch.network, taskd_port=launch.opts['taskd_port'])
+
+    def claim(self, launch, image_id, flavor_id, group_id):
+        """Give ``launch`` pooled members for as many VMs as possible.
+
+        Sets ``pooled``, ``server_id``, ``token``, ``identity`` and
+        ``ready`` of the VMs that got one; returns how many did.
+        """
+        key = self.spec_for(launch, image_id, flavor_id, group_id).key
+        if not self.store.exists(key):
+            return 0
+        now = time.time()
+        count = len(launch.vms)
+        try:
+            with self.store.transaction(key) as state:
+                stats = state['stats']
+                stats['arrivals'] = sizing.prune(
+                    stats['arrivals'] + [[now, count]], now, ARRIVALS_KEPT)
+                stats['asked'] += count
+                taken = pool_store.members(state, pool_store.IDLE)[:count]
+                for member in taken:
+                    pool_store.end_idle(state, member, now)
+                    member.update(
+                        state=pool_store.CLAIMED, holder=launch.launch_id,
+                        claimed_at=now,
+                        claim_deadline=now + launch.timeout + CLAIM_GRACE)
+                stats['claimed'] += len(taken)
+                taken = [dict(m) for m in taken]
+        except pool_store.PoolUnavailable as exc:
+            LOG.warning('Pool %s unavailable (%s); creating every VM fresh',
+                        key, exc)
+            return 0
+        with concurrent.futures.ThreadPoolExecutor(
+                max(1, min(len(taken), 16)),
+                thread_name_prefix='mlaccel-claim') as workers:
+            handed = list(workers.map(self._hand_over, taken))
+        failed = [m for m, token in zip(taken, handed) if token is None]
+        if failed:
+            self._forget(key, failed)
+        got = [(m, token) for m, token in zip(taken, handed) if token]
+        for vm, (member, token) in zip(launch.vms, got):
+            self._assign(vm, member, token, key)
+        LOG.info('Launch %s: %d of %d VMs from warm pool %s',
+                 launch.launch_id, len(got), count, key)
+        return len(got)
+
+    def _hand_over(self, member):
+        """Give the member's daemon a fresh token; ``None`` on failure.
+
+        The server must also be one this project sees, ACTIVE: a member is
+        only ever claimed by its own project.
+        """
+        try:
+            server = self.conn.compute.get_server(member['server_id'])
+            if server.status != 'ACTIVE':
+                raise ValueError('server is %s' % server.status)
+            token = secrets.token_urlsafe(32)
+            with pool_members.connect(member) as conn:
+                conn.rekey(token)
+            return token
+        except Exception as exc:
+            LOG.warning('Pool member %s could not be handed over (%s); '
+                        'deleting it', member['server_id'], exc)
+            return None
+
+    def _forget(self, key, failed, served=0):
+        """Delete members and drop them from the pool's state."""
+        for member in failed:
+            pool_members.delete(self.conn, member['server_id'])
+        try:
+            with self.store.transaction(key) as state:
+                for member in failed:
+                    if state['members'].pop(member['server_id'], None):
+                        state['stats']['deleted'] += 1
+                state['stats']['tasks_served'] += served
+        except pool_store.PoolUnavailable as exc:
+            LOG.warning('Pool %s unavailable (%s); its manager drops the '
+                        'deleted members when it reconciles', key, exc)
+
+    @staticmethod
+    def _assign(vm, member, token, key):
+        claimed = member['claimed_at']
+        vm.pooled = {'pool': key, 'server_id': member['server_id'],
+                     'name': member['name'], 'claimed_at': claimed,
+                     'tasks_before': member['tasks']}
+        vm.server_id = member['server_id']
+        vm.status = 'ACTIVE'
+        vm.token = token
+        # Only the certificate is known (and pinned): the key stays in
+        # the member.
+        vm.identity = tls.Identity(member['cert_pem'], None)
+        vm.ready = readiness.Readiness(
+            key=vm.key, address=member['address'],
+            ready_at=member['ready_at'], received_at=claimed,
+            peer='pool', preloaded=tuple(member.get('preloaded') or ()),
+            pid=member.get('pid'))
+
+    def finish(self, launch):
+        """Return or delete the launch's pooled members.
+
+        :returns: ``{'returned': [ids], 'retired': [ids]}``.
+        """
+        pooled = [vm for vm in launch.vms if vm.pooled]
+        if not pooled:
+            return {}
+        key = pooled[0].pooled['pool']
+        try:
+            max_tasks = self.store.read(key)['max_tasks']
+        except Exception:
+            max_tasks = 1
+        keep, drop = [], []
+        for vm in pooled:
+            why = self._why_not_reusable(vm, max_tasks)
+            if why:
+                LOG.info('Pool member %s is retired: %s', vm.server_id, why)
+                drop.append(vm)
+            else:
+                keep.append(vm)
+        served = sum(vm.task_id is not None for vm in pooled)
+        returned = []
+        if keep:
+            try:
+                returned = self._return(key, launch.launch_id, keep)
+            except pool_store.PoolUnavailable as exc:
+                LOG.warning('Pool %s unavailable (%s); deleting its members '
+                            'instead of returning them', key, exc)
+        drop += [vm for vm in keep if vm.server_id not in returned]
+        self._forget(key, [{'server_id': vm.server_id} for vm in drop],
+                     served=served - len(returned))
+        return {'returned': sorted(returned),
+                'retired': sorted(vm.server_id for vm in drop)}
+
+    @staticmethod
+    def _why_not_reusable(vm, max_tasks):
+        if vm.task is None:
+            return 'its task did not end'
+        if vm.pooled['tasks_before'] + 1 >= max_tasks:
+            return 'served %d tasks (at most %d)' % (
+                vm.pooled['tasks_before'] + 1, max_tasks)
+        return pool_members.idle_health(
+            {'address': vm.ready.address, 'cert_pem': vm.identity.cert_pem},
+            token=vm.token)
+
+    def _return(self, key, launch_id, vms):
+        now = time.time()
+        returned = []
+        with self.store.transaction(key) as state:
+            for vm in vms:
+                member = state['members'].get(vm.server_id)
+                if member is None or member['holder'] != launch_id:
+                    continue   # reclaimed by the manager meanwhile
+                member.update(state=pool_store.IDLE, token=vm.token,
+                              holder=None, claimed_at=None,
+                              claim_deadline=None, idle_since=now,
+                              tasks=member['tasks'] + 1, health_failures=0)
+                state['stats']['tasks_served'] += 1
+                returned.append(vm.server_id)
+        return returned

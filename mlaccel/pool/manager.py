@@ -1,0 +1,300 @@
+"""The pool manager: keeps every pool warm, sized, healthy and accounted.
+
+Several managers may run; only the one holding the leader lock on the state
+bus acts (the lock is released when its holder dies or loses the bus). Each
+round, for each pool in the store:
+
+1. **Reconcile** with Nova. A member the store knows but Nova does not list
+   (deleted, or ERROR) is dropped; a server named as a member of the pool
+   that the store does not know (a manager killed between the create call
+   and recording the member) is deleted: its token is lost. A claim whose
+   launcher vanished (past its deadline) is ended by deleting the member.
+2. **Check** each idle member's daemon (pinned TLS, its token); one that
+   fails ``health_failures`` checks in a row is deleted.
+3. **Size** the pool (:mod:`mlaccel.pool.sizing`) and create the missing
+   members (:func:`mlaccel.pool.members.build`) or delete the surplus,
+   oldest idle first. A refused create (no capacity, over quota) stops the
+   pool's growth for ``capacity_backoff`` seconds.
+
+Idle VM-seconds are counted once, when a member stops being idle (claimed
+or deleted); ``idle_vm_s / tasks_served`` is the idle cost per task served.
+Changes go through :meth:`mlaccel.pool.store.PoolStore.transaction`, so a
+manager killed at any point leaves nothing counted twice.
+"""
+
+import concurrent.futures
+import threading
+import time
+
+from oslo_log import log as logging
+
+from mlaccel.launcher import readiness
+from mlaccel.pool import members as pool_members
+from mlaccel.pool import sizing
+from mlaccel.pool import store as pool_store
+
+LOG = logging.getLogger(__name__)
+
+LEADER_LOCK = 'mlaccel-pool-leader'
+GONE = ('DELETED', 'SOFT_DELETED', 'ERROR')
+
+
+def target(state, group, now):
+    """The number of idle members the pool should hold now."""
+    stats = state['stats']
+    rate = sizing.arrival_rate(stats['arrivals'], now, group.arrival_window)
+    lead = stats['lead_time_s']
+    if lead is None:
+        lead = group.default_lead_time
+    size = sizing.target_size(rate, lead, group.margin,
+                              state['bounds']['min'], state['bounds']['max'])
+    until = stats.get('capacity_until')
+    if until is not None and now < until:
+        size = min(size, len(_idle(state)))
+    return size
+
+
+def _idle(state):
+    return pool_store.members(state, pool_store.IDLE)
+
+
+class PoolManager:
+    """Tends the pools of ``store`` with the project connection ``conn``.
+
+    :param leader_lock: ``callable(name) -> lock`` (a
+        :class:`~mlaccel.pool.store.BusLocks`); ``None`` acts always.
+    :param launch_options: ``mlaccel_launcher`` options for the members'
+        launches (``listen_host``, ``callback_host``...).
+    """
+
+    def __init__(self, conn, store, conf, leader_lock=None, listener=None,
+                 **launch_options):
+        self.conn = conn
+        self.store = store
+        self.conf = conf
+        self.group = conf.mlaccel_pool
+        self.leader_lock = leader_lock
+        self._leader = None
+        self.launch_options = launch_options
+        self._own_listener = listener is None
+        self.listener = listener
+        self.stop_event = threading.Event()
+
+    # -- leadership ------------------------------------------------------
+
+    def is_leader(self):
+        """Whether this manager holds (or just took) the leader lock."""
+        if self.leader_lock is None:
+            return True
+        try:
+            if self._leader is not None:
+                if self._leader.is_still_owner():
+                    return True
+                self._leader = None
+            lock = self.leader_lock(LEADER_LOCK)
+            if lock.acquire(blocking=False):
+                self._leader = lock
+                LOG.info('This pool manager is the leader now')
+                return True
+        except Exception as exc:
+            LOG.warning('Cannot reach the state bus for leadership: %s', exc)
+            self._leader = None
+        return False
+
+    def resign(self):
+        if self._leader is not None:
+            try:
+                self._leader.release()
+            except Exception:
+                pass
+            self._leader = None
+
+    # -- the service -----------------------------------------------------
+
+    def _listener(self):
+        if self.listener is None:
+            opts = self.conf.mlaccel_launcher
+            self.listener = readiness.ReadinessListener(
+                self.launch_options.get('listen_host', opts.listen_host),
+                self.launch_options.get('listen_port', opts.listen_port),
+                self.launch_options.get('callback_host', opts.callback_host),
+                cert_file=opts.tls_cert_file, key_file=opts.tls_key_file)
+        self.listener.start()
+        return self.listener
+
+    def run(self):
+        """Tend the pools every ``interval`` seconds until :meth:`stop`."""
+        try:
+            while not self.stop_event.is_set():
+                if self.is_leader():
+                    self.run_once()
+                self.stop_event.wait(self.group.interval)
+        finally:
+            self.resign()
+            if self._own_listener and self.listener is not None:
+                self.listener.stop()
+
+    def stop(self):
+        self.stop_event.set()
+
+    def run_once(self):
+        """One round over every pool; a failing pool does not stop others."""
+        for key in self.store.keys():
+            if self.stop_event.is_set():
+                return
+            try:
+                self.tend(key)
+            except pool_store.PoolUnavailable as exc:
+                LOG.warning('Pool %s skipped this round: %s', key, exc)
+            except Exception:
+                LOG.exception('Tending pool %s failed', key)
+
+    def tend(self, key):
+        self.reconcile(key)
+        self.check(key)
+        self.resize(key)
+
+    # -- reconcile -------------------------------------------------------
+
+    def _listed(self, key):
+        return {s.id: s for s in self.conn.compute.servers(
+            details=True, name=pool_members.name_filter(key))}
+
+    def reconcile(self, key):
+        """Make the store and Nova agree; return what changed."""
+        listed = self._listed(key)
+        now = time.time()
+        dropped, orphans, expired = [], [], []
+        with self.store.transaction(key) as state:
+            for server_id, member in list(state['members'].items()):
+                server = listed.get(server_id)
+                if server is None or server.status in GONE:
+                    dropped.append(server_id)
+                elif member['state'] == pool_store.CLAIMED and \
+                        member['claim_deadline'] < now:
+                    expired.append(server_id)
+                else:
+                    continue
+                pool_store.end_idle(state, member, now)
+                del state['members'][server_id]
+                state['stats']['deleted'] += 1
+            orphans = [sid for sid, s in listed.items()
+                       if sid not in state['members']
+                       and s.status not in ('DELETED', 'SOFT_DELETED')
+                       and s.task_state != 'deleting']
+        for server_id in expired + orphans + [
+                sid for sid in dropped if sid in listed]:
+            pool_members.delete(self.conn, server_id)
+        if dropped or orphans or expired:
+            LOG.info('Pool %s reconciled: dropped %s, orphans deleted %s, '
+                     'expired claims %s', key, dropped, orphans, expired)
+        return {'dropped': dropped, 'orphans': orphans, 'expired': expired}
+
+    # -- health ----------------------------------------------------------
+
+    def check(self, key):
+        """Check idle members; delete those failing too often."""
+        state = self.store.read(key)
+        idle = pool_store.members(state, pool_store.IDLE)
+        if not idle:
+            return []
+        with concurrent.futures.ThreadPoolExecutor(
+                min(len(idle), 16),
+                thread_name_prefix='mlaccel-pool-health') as workers:
+            verdicts = list(workers.map(
+                lambda m: pool_members.idle_health(
+                    m, timeout=self.group.health_timeout), idle))
+        now = time.time()
+        retired = []
+        with self.store.transaction(key) as state:
+            for seen, why in zip(idle, verdicts):
+                member = state['members'].get(seen['server_id'])
+                # Claimed meanwhile (its token changed): not ours to judge.
+                if member is None or member['state'] != pool_store.IDLE \
+                        or member['token'] != seen['token']:
+                    continue
+                if why is None:
+                    member['health_failures'] = 0
+                    continue
+                member['health_failures'] += 1
+                LOG.warning('Pool member %s failed a health check (%d): %s',
+                            member['server_id'], member['health_failures'],
+                            why)
+                if member['health_failures'] >= self.group.health_failures:
+                    pool_store.end_idle(state, member, now)
+                    del state['members'][member['server_id']]
+                    state['stats']['deleted'] += 1
+                    retired.append(member['server_id'])
+        for server_id in retired:
+            pool_members.delete(self.conn, server_id)
+        return retired
+
+    # -- size ------------------------------------------------------------
+
+    def resize(self, key):
+        """Create or delete idle members to reach the target size."""
+        now = time.time()
+        surplus = []
+        with self.store.transaction(key) as state:
+            state['stats']['arrivals'] = sizing.prune(
+                state['stats']['arrivals'], now,
+                max(self.group.arrival_window, 1.0))
+            size = target(state, self.group, now)
+            idle = pool_store.members(state, pool_store.IDLE)
+            missing = size - len(idle)
+            if missing < 0:
+                for member in idle[:-missing]:
+                    pool_store.end_idle(state, member, now)
+                    del state['members'][member['server_id']]
+                    state['stats']['deleted'] += 1
+                    surplus.append(member['server_id'])
+            spec = pool_store.spec_of(state)
+        for server_id in surplus:
+            pool_members.delete(self.conn, server_id)
+        if missing > 0:
+            self.refill(key, spec, missing)
+        return missing
+
+    def refill(self, key, spec, count):
+        """Create ``count`` members; return how many became warm."""
+        listener = self._listener()
+
+        def one(_):
+            try:
+                return pool_members.build(
+                    self.conn, spec, listener=listener, conf=self.conf,
+                    timeout=self.group.build_timeout, **self.launch_options)
+            except Exception as exc:
+                LOG.warning('Creating a member of pool %s failed: %s',
+                            key, exc)
+                return None
+
+        with concurrent.futures.ThreadPoolExecutor(
+                min(count, self.group.refill_parallelism),
+                thread_name_prefix='mlaccel-pool-build') as workers:
+            built = list(workers.map(one, range(count)))
+        made = [m for m in built if m is not None]
+        failed = len(built) - len(made)
+        extra = []
+        with self.store.transaction(key) as state:
+            stats = state['stats']
+            for member in made:
+                if len(pool_store.members(state, pool_store.IDLE)) >= \
+                        state['bounds']['max']:
+                    extra.append(member['server_id'])  # bounds lowered
+                    continue
+                stats['lead_time_s'] = sizing.lead_time(
+                    stats['lead_time_s'], member.pop('lead_time_s'))
+                state['members'][member['server_id']] = member
+                stats['created'] += 1
+            if failed:
+                stats['create_failures'] += failed
+                stats['capacity_until'] = time.time() + \
+                    self.group.capacity_backoff
+        for server_id in extra:
+            pool_members.delete(self.conn, server_id)
+        if failed:
+            LOG.warning('Pool %s: %d of %d creations failed; the pool does '
+                        'not grow for %.0f s', key, failed, count,
+                        self.group.capacity_backoff)
+        return len(made)

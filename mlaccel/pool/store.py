@@ -1,0 +1,235 @@
+"""Pool state: members, their credentials, claims and costs.
+
+One JSON file per pool in a directory private to the user the launcher and
+the pool manager run as (0700; files 0600): each member's token and pinned
+certificate are known there and inside that member only, never on the
+state bus or in server metadata. Every change happens in a
+:meth:`PoolStore.transaction`, which holds the pool's lock on the state bus
+(so launchers and managers on several hosts sharing the directory, and
+threads of one process, see one order of claims) and replaces the file
+atomically. A bus that cannot be reached raises :class:`PoolUnavailable`:
+the caller creates fresh VMs instead, and nothing is claimed.
+"""
+
+import collections
+import contextlib
+import json
+import os
+import stat
+import tempfile
+import threading
+import uuid
+
+from oslo_log import log as logging
+
+from mlaccel.pool import spec as pool_spec
+from mlaccel import statebus
+
+LOG = logging.getLogger(__name__)
+
+IDLE = 'idle'
+CLAIMED = 'claimed'
+_SUFFIX = '.json'
+_LOCAL_LOCKS = collections.defaultdict(threading.Lock)
+_LOCAL_GUARD = threading.Lock()
+
+
+class PoolUnavailable(Exception):
+    """The pool's lock cannot be taken (the state bus is down)."""
+
+
+class NoSuchPool(KeyError):
+    """No pool with that key."""
+
+
+def new_state(spec, min_size, max_size, max_tasks):
+    """The state of a new, empty pool."""
+    check_bounds(min_size, max_size, max_tasks)
+    return {'spec': spec.to_dict(), 'key': spec.key,
+            'bounds': {'min': min_size, 'max': max_size},
+            'max_tasks': max_tasks, 'members': {},
+            'stats': {'idle_vm_s': 0.0, 'tasks_served': 0, 'claimed': 0,
+                      'asked': 0, 'created': 0, 'deleted': 0,
+                      'create_failures': 0, 'capacity_until': None,
+                      'arrivals': [], 'lead_time_s': None}}
+
+
+def check_bounds(min_size, max_size, max_tasks=1):
+    for name, value in (('min', min_size), ('max', max_size),
+                        ('max_tasks', max_tasks)):
+        if isinstance(value, bool) or not isinstance(value, int) or \
+                value < 0:
+            raise ValueError('%s must be an integer >= 0, got %r'
+                             % (name, value))
+    if max_size < min_size:
+        raise ValueError('max (%d) must be at least min (%d)'
+                         % (max_size, min_size))
+    if max_tasks < 1:
+        raise ValueError('max_tasks must be at least 1')
+
+
+def spec_of(state):
+    return pool_spec.PoolSpec.from_dict(state['spec'])
+
+
+def members(state, wanted=None):
+    """Members of ``state``, oldest first, in state ``wanted`` if given."""
+    found = sorted(state['members'].values(),
+                   key=lambda m: (m['ready_at'] or 0, m['server_id']))
+    return [m for m in found if wanted is None or m['state'] == wanted]
+
+
+def end_idle(state, member, now):
+    """Count the member's idle time since it became idle, once."""
+    since = member.get('idle_since')
+    if since is not None:
+        state['stats']['idle_vm_s'] += max(0.0, now - since)
+        member['idle_since'] = None
+
+
+class PoolStore:
+    """The pools in ``directory``.
+
+    :param lock: ``callable(name) -> tooz lock`` (see :func:`bus_locks`);
+        ``None`` means this process alone uses the directory (tests, a
+        single node without a bus).
+    :param lock_timeout: seconds to wait for a pool's lock.
+    """
+
+    def __init__(self, directory, lock=None, lock_timeout=10.0):
+        self.directory = os.path.abspath(directory)
+        self.lock = lock
+        self.lock_timeout = lock_timeout
+
+    def _ensure_dir(self):
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)
+        mode = os.stat(self.directory).st_mode
+        if stat.S_IMODE(mode) & 0o077:
+            raise PermissionError(
+                'pool state directory %s is mode %o; it holds credentials '
+                'and must be private (0700)'
+                % (self.directory, stat.S_IMODE(mode)))
+
+    def _path(self, key):
+        if not key.isalnum():
+            raise ValueError('bad pool key %r' % key)
+        return os.path.join(self.directory, key + _SUFFIX)
+
+    def keys(self):
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return []
+        return sorted(n[:-len(_SUFFIX)] for n in names
+                      if n.endswith(_SUFFIX) and n[:-len(_SUFFIX)].isalnum())
+
+    def read(self, key):
+        """The pool's state as last written (no lock: for display)."""
+        try:
+            with open(self._path(key)) as stream:
+                return json.load(stream)
+        except FileNotFoundError:
+            raise NoSuchPool(key)
+
+    def exists(self, key):
+        return os.path.exists(self._path(key))
+
+    def _write(self, key, state):
+        self._ensure_dir()
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix='.tmp-')
+        try:
+            with os.fdopen(fd, 'w') as stream:
+                json.dump(state, stream, sort_keys=True)
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.replace(tmp, self._path(key))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    @contextlib.contextmanager
+    def _locked(self, key):
+        with _LOCAL_GUARD:
+            local = _LOCAL_LOCKS[(self.directory, key)]
+        if not local.acquire(timeout=self.lock_timeout):
+            raise PoolUnavailable('pool %s is busy' % key)
+        try:
+            if self.lock is None:
+                yield
+                return
+            try:
+                lock = self.lock('mlaccel-pool-' + key)
+                held = lock.acquire(blocking=self.lock_timeout)
+            except Exception as exc:
+                raise PoolUnavailable('cannot lock pool %s on the state '
+                                      'bus: %s' % (key, exc))
+            if not held:
+                raise PoolUnavailable('pool %s stayed locked for %.0f s'
+                                      % (key, self.lock_timeout))
+            try:
+                yield
+            finally:
+                with contextlib.suppress(Exception):
+                    lock.release()
+        finally:
+            local.release()
+
+    @contextlib.contextmanager
+    def transaction(self, key, create=None):
+        """Hold the pool's lock; yield its state; write it back at the end.
+
+        ``create`` is the state to start from if the pool does not exist
+        (else :class:`NoSuchPool`). An exception inside writes nothing.
+        """
+        with self._locked(key):
+            try:
+                state = self.read(key)
+            except NoSuchPool:
+                if create is None:
+                    raise
+                state = create
+            yield state
+            self._write(key, state)
+
+    def delete(self, key):
+        """Remove an empty pool's file."""
+        with self._locked(key):
+            state = self.read(key)
+            if state['members']:
+                raise ValueError('pool %s still has %d members; set its '
+                                 'bounds to 0 first'
+                                 % (key, len(state['members'])))
+            os.unlink(self._path(key))
+
+
+class BusLocks:
+    """Pool locks on the configured state bus; one tooz client, lazily.
+
+    A client that cannot start raises when a lock is asked for (the caller
+    turns that into :class:`PoolUnavailable`) and is tried again next time.
+    """
+
+    def __init__(self, conf):
+        self.conf = conf
+        self._coord = None
+        self._guard = threading.Lock()
+
+    def __call__(self, name):
+        with self._guard:
+            if self._coord is None:
+                coord = statebus.coordinator(
+                    self.conf, 'mlaccel-pool-%s' % uuid.uuid4().hex)
+                try:
+                    coord.start(start_heart=True)
+                except Exception as exc:
+                    raise PoolUnavailable(statebus.redact(self.conf, exc))
+                self._coord = coord
+            return self._coord.get_lock(name.encode())
+
+    def stop(self):
+        with self._guard:
+            coord, self._coord = self._coord, None
+        if coord is not None:
+            statebus.stop_quietly(
+                coord, url=self.conf.mlaccel_statebus.backend_url)

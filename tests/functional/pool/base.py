@@ -1,0 +1,94 @@
+"""Warm pools on Nova's in-process services, with task daemon guests.
+
+Real parts: everything of :mod:`tests.functional.launcher.base` (Nova's
+API, conductor, scheduler, placement and compute; one real
+``mlaccel-taskd`` process per server), the pool store in a private
+directory, and tooz locks on a file state bus.
+"""
+
+import os
+
+import fixtures
+from nova.tests import fixtures as nova_fixtures
+
+from mlaccel import conf as mlaccel_conf
+from mlaccel.launcher import api
+from mlaccel.launcher import readiness
+from mlaccel.pool import claims
+from mlaccel.pool import manager as pool_manager
+from mlaccel.pool import spec as pool_spec
+from mlaccel.pool import store as pool_store
+from tests.functional.launcher import base
+from tests.functional.launcher import guest
+
+PRELOAD = ['json']
+LAUNCH_OPTIONS = {'listen_host': '127.0.0.1', 'poll_interval': 0.5,
+                  'delete_timeout': 60}
+
+
+class PoolTestCase(base.LauncherTestCase):
+    """A pool store, bus locks, a manager and helpers to launch with them."""
+
+    def setUp(self):
+        super().setUp()
+        tmp = self.useFixture(fixtures.TempDir()).path
+        self.flags(backend_url='file://' + os.path.join(tmp, 'bus'),
+                   group='mlaccel_statebus')
+        self.flags(interval=0.2, health_timeout=5.0, health_failures=1,
+                   build_timeout=60.0, default_lead_time=10.0, margin=0.0,
+                   arrival_window=600.0, group='mlaccel_pool')
+        self.locks = pool_store.BusLocks(mlaccel_conf.CONF)
+        self.addCleanup(self.locks.stop)
+        self.store_dir = os.path.join(tmp, 'pools')
+        self.store = pool_store.PoolStore(self.store_dir, lock=self.locks)
+        self.listener = readiness.ReadinessListener('127.0.0.1')
+        self.listener.start()
+        self.addCleanup(self.listener.stop)
+        flavor = self.conn.compute.find_flavor(base.FLAVOR,
+                                               ignore_missing=False)
+        self.spec = pool_spec.PoolSpec(
+            nova_fixtures.PROJECT_ID, base.IMAGE, flavor.id,
+            preload=PRELOAD)
+        self.key = self.spec.key
+
+    def create_pool(self, min_size, max_size, max_tasks=3):
+        with self.store.transaction(self.key, create=pool_store.new_state(
+                self.spec, min_size, max_size, max_tasks)):
+            pass
+
+    def manager(self, leader_lock=None, **kwargs):
+        return pool_manager.PoolManager(
+            self.conn, self.store, mlaccel_conf.CONF,
+            leader_lock=leader_lock, listener=self.listener,
+            **dict(LAUNCH_OPTIONS, **kwargs))
+
+    def claimer(self, store=None):
+        return claims.Claimer(store or self.store, self.conn,
+                              project_id=nova_fixtures.PROJECT_ID)
+
+    def launch(self, count, store=None, **kwargs):
+        kwargs.setdefault('timeout', 60)
+        return api.launch(self.conn, base.IMAGE, base.FLAVOR, count,
+                          base.ECHO, {'x': 1}, preload=PRELOAD,
+                          warm_pool=self.claimer(store),
+                          **dict(LAUNCH_OPTIONS, **kwargs))
+
+    def state(self):
+        return self.store.read(self.key)
+
+    def idle(self):
+        return pool_store.members(self.state(), pool_store.IDLE)
+
+    def servers(self):
+        return {s.id: s for s in self.conn.compute.servers()
+                if s.status not in ('DELETED', 'SOFT_DELETED')}
+
+    def wait_servers(self, predicate, what):
+        self._wait_until(lambda: predicate(self.servers()), what)
+
+    def assert_only_members_left(self):
+        members = set(self.state()['members'])
+        self.wait_servers(lambda found: set(found) == members,
+                          'only the pool members to be left')
+        self._wait_until(lambda: set(guest.GUESTS) == members,
+                         'only the members\' daemons to run')

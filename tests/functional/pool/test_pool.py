@@ -1,0 +1,201 @@
+"""Warm pools against Nova's in-process services, through openstacksdk.
+
+Run with stestr or ``python -m testtools.run`` (not pytest), with
+``OS_NOVA_DISABLE_EVENTLET_PATCHING=1`` for native threads and ``=0`` for
+eventlet.
+"""
+
+import threading
+
+from mlaccel.launcher import api
+from mlaccel.pool import members as pool_members
+from mlaccel.pool import store as pool_store
+from mlaccel.taskd import client
+from mlaccel.taskd import protocol
+from tests.functional.launcher import base
+from tests.functional.launcher import guest
+from tests.functional.pool import base as pool_base
+
+
+class PoolTest(pool_base.PoolTestCase):
+
+    def test_refill_claim_run_return(self):
+        self.create_pool(2, 4, max_tasks=2)
+        self.manager().run_once()
+        idle = self.idle()
+        self.assertEqual(2, len(idle))
+        for member in idle:
+            self.assertTrue(self.servers()[member['server_id']].name
+                            .startswith(pool_members.name_prefix(self.key)))
+            self.assertIsNone(pool_members.idle_health(member))
+        before = {m['server_id']: m['token'] for m in idle}
+
+        result = self.launch(3)
+        self.assertEqual('succeeded', result['outcome'], result['error'])
+        # Two VMs came from the pool, one was created; all ran the task.
+        self.assertEqual(sorted(before), result['cleanup']['returned'])
+        self.assertEqual(1, len(result['cleanup']['deleted']))
+        self.assertEqual({'succeeded'}, {vm['state'] for vm in result['vms']})
+
+        state = self.state()
+        self.assertEqual(2, state['stats']['tasks_served'])
+        self.assertEqual(3, state['stats']['asked'])
+        self.assertGreater(state['stats']['idle_vm_s'], 0)
+        for member in self.idle():
+            self.assertEqual(1, member['tasks'])
+            # Claimed: the pool's old token no longer reaches the daemon.
+            self.assertNotEqual(before[member['server_id']],
+                                member['token'])
+            with pool_members.connect(
+                    member, token=before[member['server_id']]) as conn:
+                err = self.assertRaises(client.TaskdError, conn.health)
+                self.assertEqual(protocol.UNAUTHORIZED, err.code)
+        self.assert_only_members_left()
+
+        # Second task on the same members: max_tasks=2 retires them.
+        result = self.launch(2)
+        self.assertEqual('succeeded', result['outcome'], result['error'])
+        self.assertEqual(sorted(before), result['cleanup']['retired'])
+        self.assertEqual([], self.idle())
+        self.assertEqual(4, self.state()['stats']['tasks_served'])
+        self.wait_servers(lambda found: not found, 'every server gone')
+
+    def test_race_for_the_last_members(self):
+        self.create_pool(3, 3)
+        self.manager().run_once()
+        members = {m['server_id'] for m in self.idle()}
+        self.assertEqual(3, len(members))
+        claimer = self.claimer()
+        launches = [api.Launch(self.conn, api.LaunchSpec(
+            base.IMAGE, 'ignored', 2, protocol.TaskSpec(base.ECHO)),
+            listener=self.listener, preload=pool_base.PRELOAD,
+            **pool_base.LAUNCH_OPTIONS) for _ in range(8)]
+        flavor = self.spec.flavor_id
+        gate = threading.Barrier(len(launches))
+
+        def claim(launch):
+            gate.wait()
+            claimer.claim(launch, base.IMAGE, flavor, None)
+        threads = [threading.Thread(target=claim, args=(launch,))
+                   for launch in launches]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        got = [vm.server_id for launch in launches for vm in launch.vms
+               if vm.pooled]
+        # Each member went to exactly one launch.
+        self.assertEqual(sorted(members), sorted(got))
+        self.assertEqual([], self.idle())
+        # Each holder reaches its members with its own token only.
+        for launch in launches:
+            for vm in launch.vms:
+                if vm.pooled:
+                    with client.TaskdClient(
+                            vm.ready.address, token=vm.token,
+                            pinned_cert_pem=vm.identity.cert_pem) as conn:
+                        self.assertEqual('ready', conn.health()['state'])
+        self.assertEqual(16, self.state()['stats']['asked'])
+
+    def test_bus_down_creates_fresh_and_claims_nothing(self):
+        self.create_pool(1, 1)
+        self.manager().run_once()
+        member = self.idle()[0]
+        path = self.useFixture(pool_base.fixtures.TempDir()).path
+        blocker = path + '/not-a-dir'
+        open(blocker, 'w').close()
+        self.flags(backend_url='file://' + blocker + '/bus',
+                   group='mlaccel_statebus')
+        down = pool_store.BusLocks(pool_base.mlaccel_conf.CONF)
+        self.addCleanup(down.stop)
+        result = self.launch(1, store=pool_store.PoolStore(
+            self.store_dir, lock=down, lock_timeout=1.0))
+        self.assertEqual('succeeded', result['outcome'], result['error'])
+        self.assertNotIn(member['server_id'],
+                         [vm['server_id'] for vm in result['vms']])
+        self.assertEqual(1, len(result['cleanup']['deleted']))
+        self.assertEqual([member], self.idle())   # untouched
+        self.assert_only_members_left()
+
+    def test_killed_mid_refill_reconciles_without_orphans(self):
+        self.create_pool(1, 1)
+        # A member created but never recorded: its manager died in between.
+        lost = pool_members.build(self.conn, self.spec,
+                                  listener=self.listener, timeout=60,
+                                  **pool_base.LAUNCH_OPTIONS)
+        self.assertIn(lost['server_id'], self.servers())
+        self.manager().run_once()
+        state = self.state()
+        self.assertNotIn(lost['server_id'], state['members'])
+        self.assertEqual(1, len(state['members']))
+        self.assertEqual(1, state['stats']['created'])
+        self.assert_only_members_left()
+        # A second round changes nothing and counts nothing again.
+        self.manager().run_once()
+        self.assertEqual(state['members'], self.state()['members'])
+        self.assertEqual(1, self.state()['stats']['created'])
+
+    def test_dead_daemon_is_replaced_never_handed_out(self):
+        self.create_pool(1, 1)
+        manager = self.manager()
+        manager.run_once()
+        dead = self.idle()[0]['server_id']
+        process, _ = guest.GUESTS[dead]
+        process.kill()
+        process.wait()
+        manager.run_once()
+        idle = self.idle()
+        self.assertEqual(1, len(idle))
+        self.assertNotEqual(dead, idle[0]['server_id'])
+        self.assertIsNone(pool_members.idle_health(idle[0]))
+        self.assert_only_members_left()
+
+    def test_only_the_leader_acts(self):
+        self.create_pool(1, 1)
+        leader = self.manager(leader_lock=self.locks)
+        other_locks = pool_store.BusLocks(pool_base.mlaccel_conf.CONF)
+        self.addCleanup(other_locks.stop)
+        other = self.manager(leader_lock=other_locks)
+        self.assertTrue(leader.is_leader())
+        self.assertFalse(other.is_leader())
+        thread = threading.Thread(target=other.run)
+        thread.start()
+        self.addCleanup(thread.join)
+        self.addCleanup(other.stop)
+        self._wait_until(lambda: other.stop_event.wait(0.5) or True,
+                         'a few rounds of the follower')
+        self.assertEqual({}, self.state()['members'])
+        leader.run_once()
+        self.assertEqual(1, len(self.state()['members']))
+        leader.resign()
+        self._wait_until(other.is_leader, 'the follower to take over')
+
+    def test_no_capacity_pool_shrinks_tasks_run_fresh(self):
+        self.create_pool(2, 2)
+        self.useFixture(pool_base.fixtures.MonkeyPatch(
+            'tests.functional.launcher.guest.FAIL_SPAWN',
+            _Prefix(pool_members.name_prefix(self.key))))
+        manager = self.manager()
+        manager.run_once()
+        stats = self.state()['stats']
+        self.assertEqual(2, stats['create_failures'])
+        self.assertEqual({}, self.state()['members'])
+        manager.run_once()   # backing off: no new attempt
+        self.assertEqual(2, self.state()['stats']['create_failures'])
+        result = self.launch(2)
+        self.assertEqual('succeeded', result['outcome'], result['error'])
+        self.assertEqual(2, len(result['cleanup']['deleted']))
+        self.wait_servers(lambda found: all(
+            s.status == 'ERROR' for s in found.values()) or not found,
+            'only failed servers left')
+
+
+class _Prefix(set):
+    """Names starting with a prefix, for ``guest.FAIL_SPAWN``."""
+
+    def __init__(self, prefix):
+        super().__init__()
+        self.prefix = prefix
+
+    def __contains__(self, name):
+        return name.startswith(self.prefix)

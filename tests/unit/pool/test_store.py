@@ -1,0 +1,115 @@
+"""Pool spec keys and the pool store's transactions."""
+
+import os
+import stat
+import threading
+
+import fixtures
+import testtools
+
+from mlaccel.pool import spec as pool_spec
+from mlaccel.pool import store as pool_store
+
+SPEC = pool_spec.PoolSpec('proj', 'img', 'flv', preload=['json'])
+
+
+class TestSpec(testtools.TestCase):
+
+    def test_key_names_what_makes_vms_interchangeable(self):
+        self.assertEqual(SPEC.key, pool_spec.PoolSpec(
+            'proj', 'img', 'flv', preload=('json',)).key)
+        for other in (pool_spec.PoolSpec('proj2', 'img', 'flv', ['json']),
+                      pool_spec.PoolSpec('proj', 'img2', 'flv', ['json']),
+                      pool_spec.PoolSpec('proj', 'img', 'flv2', ['json']),
+                      pool_spec.PoolSpec('proj', 'img', 'flv', ['torch']),
+                      pool_spec.PoolSpec('proj', 'img', 'flv', ['json'],
+                                         server_group_id='g'),
+                      pool_spec.PoolSpec('proj', 'img', 'flv', ['json'],
+                                         network=[{'uuid': 'n'}])):
+            self.assertNotEqual(SPEC.key, other.key)
+
+    def test_round_trip(self):
+        spec = pool_spec.PoolSpec('p', 'i', 'f', ['a'], 'g',
+                                  [{'uuid': 'n'}], 7071)
+        again = pool_spec.PoolSpec.from_dict(spec.to_dict())
+        self.assertEqual(spec, again)
+        self.assertEqual([{'uuid': 'n'}], again.networks)
+
+    def test_bad_spec(self):
+        self.assertRaises(ValueError, pool_spec.PoolSpec, 'p', '', 'f')
+
+
+class TestStore(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                                'pools')
+        self.store = pool_store.PoolStore(self.dir)
+
+    def _create(self):
+        with self.store.transaction(SPEC.key, create=pool_store.new_state(
+                SPEC, 0, 3, 2)) as state:
+            return state
+
+    def test_private_files_and_round_trip(self):
+        self._create()
+        self.assertEqual(0o700, stat.S_IMODE(os.stat(self.dir).st_mode))
+        path = os.path.join(self.dir, SPEC.key + '.json')
+        self.assertEqual(0o600, stat.S_IMODE(os.stat(path).st_mode))
+        self.assertEqual([SPEC.key], self.store.keys())
+        self.assertEqual(SPEC, pool_store.spec_of(self.store.read(SPEC.key)))
+
+    def test_a_directory_others_can_read_is_refused(self):
+        os.makedirs(self.dir, 0o755)
+        os.chmod(self.dir, 0o755)
+        self.assertRaises(PermissionError, self._create)
+
+    def test_failed_transaction_writes_nothing(self):
+        self._create()
+        with testtools.ExpectedException(RuntimeError):
+            with self.store.transaction(SPEC.key) as state:
+                state['bounds']['max'] = 99
+                raise RuntimeError('boom')
+        self.assertEqual(3, self.store.read(SPEC.key)['bounds']['max'])
+
+    def test_missing_pool(self):
+        self.assertRaises(pool_store.NoSuchPool, self.store.read, 'abc')
+        with testtools.ExpectedException(pool_store.NoSuchPool):
+            with self.store.transaction('abc'):
+                pass
+
+    def test_bounds_checked(self):
+        for args in ((2, 1, 1), (-1, 1, 1), (0, 1, 0), (0, True, 1)):
+            self.assertRaises(ValueError, pool_store.new_state, SPEC, *args)
+
+    def test_threads_see_one_order(self):
+        self._create()
+
+        def bump():
+            for _ in range(20):
+                with self.store.transaction(SPEC.key) as state:
+                    state['stats']['claimed'] += 1
+        threads = [threading.Thread(target=bump) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.assertEqual(80, self.store.read(SPEC.key)['stats']['claimed'])
+
+    def test_bus_lock_that_fails_makes_pool_unavailable(self):
+        self._create()
+
+        def broken(name):
+            raise OSError('bus down')
+        store = pool_store.PoolStore(self.dir, lock=broken)
+        with testtools.ExpectedException(pool_store.PoolUnavailable):
+            with store.transaction(SPEC.key):
+                pass
+
+    def test_end_idle_counts_once(self):
+        state = pool_store.new_state(SPEC, 0, 3, 2)
+        member = {'idle_since': 100.0}
+        pool_store.end_idle(state, member, 130.0)
+        pool_store.end_idle(state, member, 160.0)
+        self.assertEqual(30.0, state['stats']['idle_vm_s'])
