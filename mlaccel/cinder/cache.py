@@ -72,11 +72,18 @@ class MirrorCache:
                     return e
         return None
 
-    def acquire(self, image_id, version):
+    def peek(self, image_id):
+        """The ready entry of an image, without a reference, or None."""
+        with self._lock:
+            e = self._entries.get(image_id)
+            return None if e is None or e.filling else e
+
+    def acquire(self, image_id, version, count=True):
         """Take a reference on the ready, current entry of an image.
 
         An entry of another version of the image is dropped (and its golden
         volume deleted once no clone uses it). Returns None on a miss.
+        ``count=False`` takes the reference without counting a use.
         """
         doomed = None
         with self._lock:
@@ -88,8 +95,10 @@ class MirrorCache:
                 e = None
             else:
                 e.refs += 1
-                e.hits += 1
-                e.priority = self.policy.priority(e.hits, e.cost, e.size)
+                if count:
+                    e.hits += 1
+                    e.priority = self.policy.priority(e.hits, e.cost,
+                                                      e.size)
         self._finish(doomed)
         return e
 

@@ -116,9 +116,67 @@ class GoldenStore:
         volume.save()
         return volume, cost
 
+    def clone(self, source_id, key, image_id):
+        """A new internal-tenant clone of a golden volume, or None.
+
+        :returns: the clone's row (available), or None when the golden
+            volume is gone or the internal tenant's quota is exhausted.
+        """
+        ctx = internal_context()
+        source = self.alive(source_id)
+        if source is None:
+            return None
+        opts = {'volumes': 1, 'gigabytes': source.size}
+        QUOTAS.add_volume_type_opts(ctx, opts, source.volume_type_id)
+        try:
+            reservations = QUOTAS.reserve(ctx, **opts)
+        except exception.OverQuota:
+            return None
+        try:
+            volume = objects.Volume(
+                context=ctx, host=source.host,
+                cluster_name=source.cluster_name,
+                availability_zone=source.availability_zone,
+                volume_type_id=source.volume_type_id, size=source.size,
+                status='creating',
+                attach_status=fields.VolumeAttachStatus.DETACHED,
+                user_id=ctx.user_id, project_id=ctx.project_id,
+                display_name='mlaccel-pool-%s' % image_id,
+                metadata={key: image_id})
+            volume.create()
+        except Exception:
+            QUOTAS.rollback(ctx, reservations)
+            raise
+        QUOTAS.commit(ctx, reservations, project_id=ctx.project_id)
+        try:
+            update = self.backend.create_cloned_volume(volume, source)
+            if update:
+                volume.update(update)
+        except Exception:
+            self.delete(volume)
+            raise
+        volume.status = 'available'
+        volume.save()
+        return volume
+
+    def disown(self, volume):
+        """Remove a row and its quota but keep its backend object."""
+        self._release_quota(volume)
+        volume.destroy()
+
+    def _release_quota(self, volume):
+        ctx = internal_context()
+        try:
+            opts = {'volumes': -1, 'gigabytes': -volume.size}
+            QUOTAS.add_volume_type_opts(ctx, opts, volume.volume_type_id)
+            reservations = QUOTAS.reserve(ctx, project_id=volume.project_id,
+                                          **opts)
+            QUOTAS.commit(ctx, reservations, project_id=volume.project_id)
+        except Exception:
+            LOG.exception('Quota release for volume %s failed', volume.id)
+
     def delete(self, volume):
         """Delete a golden volume from the backend, the DB and the quota."""
-        ctx = internal_context()
         try:
             self.backend.delete_volume(volume)
         except Exception:
@@ -127,15 +185,7 @@ class GoldenStore:
             volume.status = 'error_deleting'
             volume.save()
             return False
-        try:
-            opts = {'volumes': -1, 'gigabytes': -volume.size}
-            QUOTAS.add_volume_type_opts(ctx, opts, volume.volume_type_id)
-            reservations = QUOTAS.reserve(ctx, project_id=volume.project_id,
-                                          **opts)
-            QUOTAS.commit(ctx, reservations, project_id=volume.project_id)
-        except Exception:
-            LOG.exception('Quota release for golden volume %s failed',
-                          volume.id)
+        self._release_quota(volume)
         try:
             volume.destroy()
         except exception.VolumeNotFound:
@@ -165,12 +215,15 @@ class GoldenStore:
         except (NotImplementedError, AttributeError):
             return None
 
-    def find(self, host):
-        """Every golden volume row on ``host`` (a backend, ``host@name``)."""
+    def find(self, host, key=IMAGE_KEY):
+        """Every golden volume row on ``host`` (a backend, ``host@name``).
+
+        :param key: the metadata key that marks the rows wanted.
+        """
         ctx = internal_context()
         found = []
         for volume in objects.VolumeList.get_all_by_host(ctx, host):
             if (volume.project_id == ctx.project_id
-                    and IMAGE_KEY in (volume.metadata or {})):
+                    and key in (volume.metadata or {})):
                 found.append(volume)
         return found

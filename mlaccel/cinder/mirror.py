@@ -28,6 +28,7 @@ from cinder.volume import volume_utils
 from mlaccel.cinder import cache
 from mlaccel.cinder import golden
 from mlaccel.cinder import notify
+from mlaccel.cinder import pool
 from mlaccel.cinder import singleflight
 from mlaccel import limiter
 
@@ -57,10 +58,11 @@ class Mirror:
             self._delete_golden, max_bytes=conf.max_cache_mib * 1024 * 1024,
             max_count=conf.max_cache_count, on_evict=self._evicted)
         self.flights = singleflight.SingleFlight()
+        self.pool = pool.ReadyPool(self, conf.pool_size, conf.pool_window)
         self.downloads = limiter.AdaptiveLimiter(
             initial=1, min_limit=1, max_limit=conf.max_concurrent_downloads)
         self.stats = {'hit': 0, 'miss': 0, 'join': 0, 'degrade': 0,
-                      'evict': 0, 'rebuild': 0, 'fill': 0}
+                      'evict': 0, 'rebuild': 0, 'fill': 0, 'pool_hit': 0}
         self._stats_lock = threading.Lock()
         self.messages = message_api.API()
         self._context = None
@@ -84,6 +86,8 @@ class Mirror:
                         'mirror-volume cache is off; volumes from images '
                         'take Cinder\'s normal path.')
             return 0
+        for volume in pool.pooled_rows(self.store, self.host):
+            self.store.delete(volume)
         restored = 0
         for volume in found:
             meta = volume.metadata
@@ -120,14 +124,16 @@ class Mirror:
             return None, False
         try:
             missed = False
+            self.pool.requested(image_id)
             for _attempt in range(3):
                 entry = self.cache.acquire(image_id, version)
                 if entry is not None:
-                    update = self._clone(context, volume, entry)
+                    update = self._take_or_clone(context, volume, entry)
                     if update is not False:
                         if not missed:
                             self._count('hit')
                             self.notifier.cache(context, 'hit', image_id)
+                        self.pool.want(image_id)
                         return update, True
                     continue
                 missed = True
@@ -150,6 +156,16 @@ class Mirror:
         LOG.info('Volume %s from image %s takes Cinder\'s normal path: %s',
                  volume.id, image_id, e)
         return None, False
+
+    def _take_or_clone(self, context, volume, entry):
+        """A ready clone if the pool has one, else a clone made now."""
+        update = self.pool.take(entry.image_id, volume)
+        if update is None:
+            return self._clone(context, volume, entry)
+        self.cache.release(entry)
+        self._count('pool_hit')
+        self.notifier.mirror(context, 'pool_hit', entry.image_id)
+        return update
 
     def _clone(self, context, volume, entry):
         """Clone ``entry`` into ``volume``; False if the golden is gone."""
@@ -252,6 +268,7 @@ class Mirror:
             return False
         self._fill_once(context, like, image_meta, image_service, pin)
         self.notifier.mirror(context, 'prewarm', image_meta['id'])
+        self.pool.want(image_meta['id'])
         return True
 
     def _like(self):
@@ -278,6 +295,7 @@ class Mirror:
 
     def _delete_golden(self, entry):
         try:
+            self.pool.drain(entry.image_id)
             volume = self.store.get(entry.volume_id)
             if volume is not None:
                 self.store.delete(volume)

@@ -4,12 +4,14 @@ Cinder's own ``image_volume_cache.{hit,miss,evict}`` (payload ``image_id``,
 ``host``), so existing consumers keep working, plus ``mlaccel.mirror.*``:
 ``join`` (a request waited for another's download instead of downloading),
 ``fill`` (a golden volume was made; ``seconds``), ``prewarm``, ``degrade``
-(the request took Cinder's normal path; ``reason``) and ``rebuild`` (a golden
-volume found gone was dropped).
+(the request took Cinder's normal path; ``reason``), ``rebuild`` (a golden
+volume found gone was dropped), ``pool_hit`` (a request took a ready clone)
+and ``pool_fill`` (a ready clone was made).
 """
 
 from oslo_log import log as logging
 
+from cinder import context as cinder_context
 from cinder import rpc
 from cinder import utils
 
@@ -22,6 +24,7 @@ class Notifier:
 
     @utils.if_notifications_enabled
     def _send(self, context, event, payload):
+        context = context or cinder_context.get_admin_context()
         rpc.get_notifier('volume', self.host).info(context, event, payload)
 
     def cache(self, context, action, image_id):

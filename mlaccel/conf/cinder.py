@@ -67,6 +67,24 @@ OPTS = [
              'volumes on one backend. Downloads are paced by the adaptive '
              'limiter below this bound; requests for the same image never '
              'download twice whatever the bound.'),
+    cfg.IntOpt(
+        'pool_size',
+        default=2,
+        min=0,
+        help='Most clones of one image\'s golden volume kept ready in '
+             'advance (the ready pool); a request takes one at once instead '
+             'of waiting for a clone, and another is made in the '
+             'background. An image\'s pool holds half the requests for it '
+             'in the last pool_window seconds, up to this number; a pinned '
+             'image keeps the full number. Ready clones count against the '
+             'internal tenant\'s quota but not against max_cache_mib. '
+             '0 turns the pool off.'),
+    cfg.IntOpt(
+        'pool_window',
+        default=600,
+        min=1,
+        help='Seconds of request history that set an image\'s ready pool '
+             'size (see pool_size).'),
 ]
 
 BACKEND_OPTS = [

@@ -105,7 +105,7 @@ class FileVolumeDriver(driver.VolumeDriver):
                 data='volume directory %s is not writable' % self._dir)
 
     def local_path(self, volume):
-        return os.path.join(self._dir, 'volume-%s' % volume.id)
+        return os.path.join(self._dir, volume.name)
 
     def _snapshot_path(self, snapshot):
         return os.path.join(self._dir, 'snapshot-%s' % snapshot.id)

@@ -36,6 +36,7 @@ from cinder.tests.unit import known_issues
 from cinder.tests.unit import test as cinder_test
 from cinder.volume import configuration
 
+from mlaccel.cinder import golden
 from mlaccel import conf as mlaccel_conf
 from mlaccel.testing import fileimages
 from mlaccel.testing import filevolume
@@ -113,6 +114,7 @@ class MirrorTestBase(functional_helpers._FunctionalTestBase):
         f['cinder_internal_tenant_project_id'] = {'v': INTERNAL_PROJECT}
         f['cinder_internal_tenant_user_id'] = {'v': INTERNAL_USER}
         f['backend_driver'] = {'v': BACKEND, 'g': 'mlaccel_cinder'}
+        f['pool_size'] = {'v': 0, 'g': 'mlaccel_cinder'}
         for k, v in self.CACHE_FLAGS.items():
             f[k] = {'v': v, 'g': 'mlaccel_cinder'}
         return f
@@ -176,8 +178,12 @@ class MirrorTestBase(functional_helpers._FunctionalTestBase):
         return ids
 
     def volume_path(self, volume_id):
+        from cinder import context
+        from cinder import objects
+        volume = objects.Volume.get_by_id(context.get_admin_context(),
+                                          volume_id)
         return os.path.join(CONF.backend_defaults.mlaccel_file_volume_dir,
-                            'volume-%s' % volume_id)
+                            volume.name)
 
     def assertHoldsImage(self, volume_id, image_id):
         with open(self.images.path(image_id), 'rb') as f:
@@ -193,7 +199,8 @@ class MirrorTestBase(functional_helpers._FunctionalTestBase):
         from cinder import objects
         ctx = context.get_admin_context()
         return [v for v in objects.VolumeList.get_all(ctx)
-                if v.project_id == INTERNAL_PROJECT]
+                if v.project_id == INTERNAL_PROJECT
+                and golden.IMAGE_KEY in v.metadata]
 
     def restart_volume_service(self):
         """Stop cinder-volume and start it again on the same host."""

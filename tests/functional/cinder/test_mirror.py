@@ -226,3 +226,49 @@ class EvictionTest(base.MirrorTestBase):
         self.assertHoldsImage(volume['id'], big['id'])
         self.assertEqual([], self.golden_rows())
         self.assertEqual(1, self.mirror.stats['degrade'])
+
+
+class ReadyPoolTest(base.MirrorTestBase):
+    CACHE_FLAGS = {'pool_size': 1}
+
+    def wait_pool(self, image_id, n):
+        deadline = time.monotonic() + 60
+        while (self.mirror.pool.count(image_id) < n
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        self.assertEqual(n, self.mirror.pool.count(image_id))
+
+    def test_request_takes_a_ready_clone(self):
+        image = self.images.add(base.image_bytes('pool', 3 * MIB))
+        ctx = context.RequestContext(base.fake.USER_ID, base.fake.PROJECT_ID)
+        self.mirror.prewarm(ctx, image, self.images)
+        self.wait_pool(image['id'], 1)
+        clones = dict(self.backend.clones)
+        volume = self.wait(self.create(image['id'], size=2))
+        self.assertEqual('available', volume['status'])
+        self.assertEqual(1, self.mirror.stats['pool_hit'])
+        self.assertHoldsImage(volume['id'], image['id'])
+        self.assertEqual(2 * 1024 ** 3,
+                         os.path.getsize(self.volume_path(volume['id'])))
+        self.assertEqual(1, self.images.downloads[image['id']])
+        # The pool is refilled behind the request.
+        self.wait_pool(image['id'], 1)
+        self.assertEqual(sum(clones.values()) + 1,
+                         sum(self.backend.clones.values()))
+        # Deleting the volume deletes the adopted clone's data.
+        path = self.volume_path(volume['id'])
+        self.api.delete_volume(volume['id'])
+        self.wait_gone(volume['id'])
+        self.assertFalse(os.path.exists(path))
+
+    def test_evicting_the_image_drains_its_pool(self):
+        image = self.images.add(base.image_bytes('drain', 3 * MIB))
+        ctx = context.RequestContext(base.fake.USER_ID, base.fake.PROJECT_ID)
+        self.mirror.prewarm(ctx, image, self.images)
+        self.wait_pool(image['id'], 1)
+        self.assertTrue(self.mirror.evict(image['id']))
+        self.assertEqual(0, self.mirror.pool.count(image['id']))
+        self.assertEqual([], self.volume_files())
+        ctx = context.get_admin_context()
+        self.assertEqual([], [v for v in objects.VolumeList.get_all(ctx)
+                              if v.project_id == base.INTERNAL_PROJECT])

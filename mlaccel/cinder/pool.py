@@ -1,0 +1,151 @@
+"""The ready pool: clones of a hot image's golden volume made in advance.
+
+A request for an image with a pooled clone takes that clone instead of
+waiting for one: the new volume adopts the clone's backend object through
+Cinder's ``_name_id`` (the mechanism volume migration uses), so no data moves
+and any backend that names its objects after ``volume.name`` works. The
+clone's own row is then removed, keeping the backend object.
+
+The pool of an image follows its demand: its target size is the number of
+requests for the image in the last ``pool_window`` seconds, halved, at most
+``pool_size``; a pinned (pre-warmed) image keeps ``pool_size`` clones.
+Clones are made by one background thread per backend, never on a request's
+path. Pooled clones are owned by Cinder's internal tenant, like golden
+volumes; after a restart they are deleted, not restored.
+"""
+
+import collections
+import threading
+import time
+
+from oslo_log import log as logging
+
+
+LOG = logging.getLogger(__name__)
+
+POOL_KEY = 'mlaccel_pool_image'
+
+
+class ReadyPool:
+    """Pooled clones per image, and the thread that refills them.
+
+    :param mirror: the :class:`mlaccel.cinder.mirror.Mirror` it serves.
+    """
+
+    def __init__(self, mirror, size, window, clock=time.monotonic):
+        self.mirror = mirror
+        self.size = size
+        self.window = window
+        self._clock = clock
+        self._ready = collections.defaultdict(list)    # image -> [volume]
+        self._requests = collections.defaultdict(collections.deque)
+        self._wanted = set()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread = None
+
+    def count(self, image_id):
+        with self._lock:
+            return len(self._ready.get(image_id, ()))
+
+    def target(self, image_id, pinned):
+        if pinned:
+            return self.size
+        with self._lock:
+            return min(self.size, len(self._requests[image_id]) // 2)
+
+    def requested(self, image_id):
+        """Record a request for an image (it drives the target size)."""
+        now = self._clock()
+        with self._lock:
+            q = self._requests[image_id]
+            q.append(now)
+            while q and q[0] < now - self.window:
+                q.popleft()
+
+    def take(self, image_id, volume):
+        """A ready clone for ``volume`` as a model update, or None."""
+        with self._lock:
+            ready = self._ready.get(image_id)
+            member = ready.pop() if ready else None
+        if member is None:
+            return None
+        try:
+            if volume.size > member.size:
+                self.mirror.backend.extend_volume(member, volume.size)
+            name_id = member.name_id
+            self.mirror.store.disown(member)
+        except Exception:
+            LOG.exception('Pooled clone %s could not be handed over',
+                          member.id)
+            self.mirror.store.delete(member)
+            return None
+        return {'_name_id': name_id}
+
+    def want(self, image_id):
+        """Ask the refill thread to bring an image's pool to its target."""
+        if not self.size:
+            return
+        with self._lock:
+            self._wanted.add(image_id)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name='mlaccel-ready-pool', daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def drain(self, image_id):
+        """Delete an image's pooled clones (its golden volume is going)."""
+        with self._lock:
+            members = self._ready.pop(image_id, [])
+        for member in members:
+            self.mirror.store.delete(member)
+
+    def _run(self):
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            while True:
+                with self._lock:
+                    if not self._wanted:
+                        break
+                    image_id = self._wanted.pop()
+                try:
+                    self._refill(image_id)
+                except Exception:
+                    LOG.exception('Refilling the ready pool of image %s '
+                                  'failed', image_id)
+
+    def _refill(self, image_id):
+        while True:
+            entry = self.mirror.cache.peek(image_id)
+            if entry is None:
+                return
+            if self.count(image_id) >= self.target(image_id, entry.pinned):
+                return
+            entry = self.mirror.cache.acquire(image_id, entry.version,
+                                              count=False)
+            if entry is None:
+                return
+            try:
+                member = self.mirror.store.clone(entry.volume_id, POOL_KEY,
+                                                 image_id)
+            finally:
+                self.mirror.cache.release(entry)
+            if member is None:
+                return
+            with self._lock:
+                current = self.mirror.cache.peek(image_id)
+                keep = current is entry and not entry.stale
+                if keep:
+                    self._ready[image_id].append(member)
+            if not keep:
+                self.mirror.store.delete(member)
+                return
+            self.mirror.notifier.mirror(None, 'pool_fill', image_id,
+                                        volume_id=member.id)
+
+
+def pooled_rows(store, host):
+    """Pooled clones found on start (to be deleted)."""
+    return store.find(host, key=POOL_KEY)
