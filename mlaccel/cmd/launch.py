@@ -30,6 +30,7 @@ from oslo_utils import uuidutils
 from mlaccel import conf as mlaccel_conf
 from mlaccel.launcher import api
 from mlaccel.launcher import record
+from mlaccel.pool import cli as pool_cli
 from mlaccel.taskd import protocol
 
 LOG = logging.getLogger(__name__)
@@ -101,6 +102,9 @@ def build_parser():
         help='seconds for the whole launch, creation to results')
     add('--keep-servers', action=argparse.BooleanOptionalAction,
         default=False, help='keep the servers when the task succeeded')
+    add('--pool', action=argparse.BooleanOptionalAction, default=True,
+        help='take VMs from a matching warm pool first (default; see '
+             '"mlaccel pool --help" and [mlaccel_pool] claim)')
     add('--listen', type=_listen, metavar='HOST:PORT',
         help='address of the readiness listener')
     add('--callback-host',
@@ -209,13 +213,14 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, _terminate)
     try:
         conn = openstack.connect(cloud=args.cloud)
+        warm_pool = pool_cli.claimer(conf, conn) if args.pool else None
         result = api.launch(
             conn, args.image, args.flavor, args.count, args.task,
             args.task_args, network=_networks(conn, args.network),
             server_group=args.server_group, timeout=args.timeout,
             keep_servers=args.keep_servers, submit_options=submit,
             progress=None if args.quiet else print_progress, conf=conf,
-            **_options(args))
+            warm_pool=warm_pool, **_options(args))
         status = 0 if result['outcome'] == api.SUCCEEDED else 1
     except api.LaunchInterrupted as exc:
         result, status = exc.record, 130
@@ -250,7 +255,9 @@ USAGE = (
     'Commands:\n'
     '  launch    create a task\'s VMs, run the task in each VM\'s warm task\n'
     '            daemon, delete the VMs and record the life cycle\n'
-    '            ("mlaccel launch --help" for its options)\n')
+    '            ("mlaccel launch --help" for its options)\n'
+    '  pool      warm pools of task VMs: create, list, members, set,\n'
+    '            delete ("mlaccel pool --help")\n')
 
 
 def cli(argv=None):
@@ -259,6 +266,8 @@ def cli(argv=None):
     if argv[:1] in (['-h'], ['--help'], ['help']):
         sys.stdout.write(USAGE)
         return 0
+    if argv[:1] == ['pool']:
+        return pool_cli.main(argv[1:])
     if not argv or argv[0] != 'launch':
         sys.stderr.write('mlaccel: %s; try "mlaccel --help"\n' % (
             'unknown command %r' % argv[0] if argv else 'no command'))

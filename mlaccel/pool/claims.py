@@ -121,6 +121,9 @@ class Claimer:
             server = self.conn.compute.get_server(member['server_id'])
             if server.status != 'ACTIVE':
                 raise ValueError('server is %s' % server.status)
+            if self.project_id and server.project_id and \
+                    server.project_id != self.project_id:
+                raise ValueError('server belongs to another project')
             token = secrets.token_urlsafe(32)
             with pool_members.connect(member) as conn:
                 conn.rekey(token)
@@ -152,6 +155,10 @@ class Claimer:
                      'tasks_before': member['tasks']}
         vm.server_id = member['server_id']
         vm.status = 'ACTIVE'
+        # The record's clock starts at the claim: a pooled VM's scheduling
+        # and creation take no time, its buffering runs from the claim to
+        # the task's first step.
+        vm.requested = vm.active_seen = claimed
         vm.token = token
         # Only the certificate is known (and pinned): the key stays in
         # the member.

@@ -6,6 +6,7 @@ eventlet.
 """
 
 import threading
+import time
 
 from mlaccel.launcher import api
 from mlaccel.pool import members as pool_members
@@ -36,6 +37,16 @@ class PoolTest(pool_base.PoolTestCase):
         self.assertEqual(sorted(before), result['cleanup']['returned'])
         self.assertEqual(1, len(result['cleanup']['deleted']))
         self.assertEqual({'succeeded'}, {vm['state'] for vm in result['vms']})
+        for vm in result['vms']:
+            durations = vm['timeline']['durations']
+            if vm['server_id'] in before:
+                # Claim to first step is the pooled VM's buffering.
+                self.assertEqual(0, durations['scheduling'])
+                self.assertEqual(0, durations['creation'])
+                self.assertAlmostEqual(
+                    vm['observed']['first_step_at']
+                    - vm['observed']['requested'], durations['buffering'],
+                    places=3)
 
         state = self.state()
         self.assertEqual(2, state['stats']['tasks_served'])
@@ -59,6 +70,28 @@ class PoolTest(pool_base.PoolTestCase):
         self.assertEqual([], self.idle())
         self.assertEqual(4, self.state()['stats']['tasks_served'])
         self.wait_servers(lambda found: not found, 'every server gone')
+
+    def test_sized_from_demand_and_shrinks_when_it_falls(self):
+        self.create_pool(0, 5)
+        now = time.time()
+        with self.store.transaction(self.key) as state:
+            # 60 VMs asked for in the last 600 s (0.1/s), 20 s to refill:
+            # Little's law keeps 2 warm.
+            state['stats']['arrivals'] = [[now - 10, 60]]
+            state['stats']['lead_time_s'] = 20.0
+        manager = self.manager()
+        manager.run_once()
+        self.assertEqual(2, len(self.idle()))
+        # The measured lead time replaced part of the assumed one.
+        self.assertLess(self.state()['stats']['lead_time_s'], 20.0)
+        with self.store.transaction(self.key) as state:
+            state['stats']['arrivals'] = []
+        manager.run_once()
+        state = self.state()
+        self.assertEqual({}, state['members'])
+        self.assertEqual(2, state['stats']['deleted'])
+        self.assertGreater(state['stats']['idle_vm_s'], 0)
+        self.wait_servers(lambda found: not found, 'the surplus deleted')
 
     def test_race_for_the_last_members(self):
         self.create_pool(3, 3)

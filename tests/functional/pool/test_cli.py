@@ -1,0 +1,80 @@
+"""``mlaccel launch`` as its own process takes members of a warm pool."""
+
+import dataclasses
+import json
+import os
+
+import fixtures
+from nova.tests import fixtures as nova_fixtures
+import yaml
+
+from tests.functional.launcher import httpapi
+from tests.functional.launcher import test_cli
+from tests.functional.pool import base as pool_base
+
+
+class PooledLaunchCommandTest(pool_base.PoolTestCase):
+    """The command in its own process, with a pool configured.
+
+    As in :mod:`tests.functional.launcher.test_cli`.
+    """
+
+    _run = test_cli.LaunchCommandTest._run
+    _launch_args = test_cli.LaunchCommandTest._launch_args
+    _created_servers = test_cli.LaunchCommandTest._created_servers
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(httpapi.TokenIdentity())
+        self.http_api = self.useFixture(
+            httpapi.HTTPAPIServer(self.api_fixture.app()))
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+        clouds = {'clouds': {'harness': {
+            'auth_type': 'admin_token',
+            'auth': {'endpoint': self.http_api.url,
+                     'token': 'admin:%s' % nova_fixtures.PROJECT_ID}}}}
+        self.clouds_yaml = os.path.join(self.tmp, 'clouds.yaml')
+        with open(self.clouds_yaml, 'w') as stream:
+            yaml.safe_dump(clouds, stream)
+        # A token without a catalog names no project: the command keys
+        # its pools by project None, and so does this pool.
+        self.spec = dataclasses.replace(self.spec, project_id=None)
+        self.key = self.spec.key
+
+    def _config(self):
+        path = os.path.join(self.tmp, 'mlaccel.conf')
+        conf = pool_base.mlaccel_conf.CONF
+        with open(path, 'w') as stream:
+            stream.write('[mlaccel_pool]\nstate_dir = %s\n'
+                         '[mlaccel_statebus]\nbackend_url = %s\n'
+                         % (self.store_dir,
+                            conf.mlaccel_statebus.backend_url))
+        return path
+
+    def test_launch_takes_pooled_members_first(self):
+        self.create_pool(2, 2)
+        self.manager().run_once()
+        pooled = sorted(m['server_id'] for m in self.idle())
+        path = os.path.join(self.tmp, 'record.json')
+        status, output, errors = self._run(*self._launch_args(
+            '--count', '3', '--output', path,
+            '--config-file', self._config()))
+        self.assertEqual(0, status, errors)
+        with open(path) as stream:
+            result = json.load(stream)
+        self.assertEqual('succeeded', result['outcome'], result['error'])
+        # Only the shortfall was created.
+        self.assertEqual(1, len(self._created_servers()))
+        self.assertEqual(pooled, result['cleanup']['returned'])
+        self.assertEqual(pooled, sorted(m['server_id'] for m in self.idle()))
+        self.assert_only_members_left()
+
+    def test_no_pool_flag_creates_every_vm(self):
+        self.create_pool(1, 1)
+        self.manager().run_once()
+        status, output, errors = self._run(*self._launch_args(
+            '--count', '1', '--no-pool', '--config-file', self._config()))
+        self.assertEqual(0, status, errors)
+        self.assertEqual(1, len(self._created_servers()))
+        self.assertEqual(1, len(self.idle()))
+        self.assert_only_members_left()
