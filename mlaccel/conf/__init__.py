@@ -9,6 +9,7 @@ daemon, the launcher) registers all groups on its own ``ConfigOpts`` through
 
 from oslo_config import cfg
 
+from mlaccel.conf import agent
 from mlaccel.conf import cinder
 from mlaccel.conf import costmodel
 from mlaccel.conf import launcher
@@ -19,7 +20,8 @@ from mlaccel.conf import taskd
 
 CONF = cfg.CONF
 
-_MODULES = (cinder, costmodel, launcher, pool, scheduler, statebus, taskd)
+_MODULES = (agent, cinder, costmodel, launcher, pool, scheduler, statebus,
+            taskd)
 
 
 def register_group(conf, module):

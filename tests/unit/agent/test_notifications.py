@@ -1,0 +1,120 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The notification listener on a real oslo.messaging transport.
+
+The transport is oslo.messaging's in-process ``fake://`` driver: the real
+listener, pool, dispatcher and executor, without a RabbitMQ.
+"""
+
+import time
+
+import oslo_messaging
+
+from mlaccel.agent import builds
+from mlaccel.agent import notifications
+from tests.unit.agent import base
+
+UUIDS = ['00000000-0000-0000-0000-%012d' % i for i in range(5)]
+
+
+def payload(uuid, host):
+    return {'nova_object.name': 'InstanceCreatePayload',
+            'nova_object.namespace': 'nova',
+            'nova_object.version': '1.12',
+            'nova_object.data': {'uuid': uuid, 'host': host}}
+
+
+class ListenerTest(base.NodeTestCase):
+
+    # Nova sets its control exchange in code; here in the file.
+    NOVA_CONF = 'transport_url = fake://\ncontrol_exchange = nova\n'
+
+    def setUp(self):
+        super().setUp()
+        self.tracker = builds.BuildTracker(initial=4)
+        self.listener = notifications.Listener(
+            self.settings, 'mlaccel-agent-cmp1', self.tracker)
+        self.listener.start()
+        self.addCleanup(self.listener.stop)
+        self.assertTrue(self.listener.connected.wait(30))
+
+    def notifier(self, host):
+        return oslo_messaging.Notifier(
+            self.listener.transport, publisher_id='nova-compute:%s' % host,
+            driver='messagingv2', topics=['versioned_notifications'])
+
+    def wait_for(self, predicate, timeout=30):
+        deadline = time.monotonic() + timeout
+        while not predicate() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return predicate()
+
+    def test_builds_of_this_host_are_measured(self):
+        mine, other = self.notifier('cmp1'), self.notifier('cmp2')
+        mine.info({}, 'instance.create.start', payload(UUIDS[0], 'cmp1'))
+        mine.info({}, 'instance.create.start', payload(UUIDS[1], 'cmp1'))
+        other.info({}, 'instance.create.start', payload(UUIDS[2], 'cmp2'))
+        self.assertTrue(self.wait_for(lambda: self.tracker.in_flight == 2))
+        mine.info({}, 'instance.create.end', payload(UUIDS[0], 'cmp1'))
+        mine.error({}, 'instance.create.error', payload(UUIDS[1], 'cmp1'))
+        self.assertTrue(self.wait_for(lambda: self.tracker.in_flight == 0))
+        self.assertIsNotNone(self.tracker.median_duration)
+
+    def test_unparsable_notification_logged_and_skipped(self):
+        mine = self.notifier('cmp1')
+        mine.info({}, 'instance.create.start', {'no': 'object'})
+        mine.info({}, 'instance.create.start', 'not even a dict')
+        mine.info({}, 'instance.create.start', payload(UUIDS[3], 'cmp1'))
+        self.assertTrue(self.wait_for(lambda: self.tracker.in_flight == 1))
+        self.assertEqual(2, self.listener.endpoint.skipped)
+        self.assertIn('Skipped a instance.create.start notification',
+                      self.log.output)
+
+
+class ParseTest(base.NodeTestCase):
+
+    def test_host_from_publisher_when_payload_lacks_it(self):
+        instance, host, when = notifications.parse(
+            'nova-compute:cmp9', 'instance.create.start',
+            {'nova_object.data': {'uuid': 'u'}},
+            {'timestamp': '2026-01-01 00:00:00.250000'})
+        self.assertEqual(('u', 'cmp9'), (instance, host))
+        self.assertEqual(1767225600.25, when)
+
+    def test_bad_timestamp(self):
+        self.assertRaises(
+            notifications.BadNotification, notifications.parse,
+            'nova-compute:cmp9', 'instance.create.start',
+            {'nova_object.data': {'uuid': 'u'}}, {'timestamp': 'yesterday'})
+
+
+class UnreachableTest(base.NodeTestCase):
+
+    NOVA_CONF = 'transport_url = rabbit://u:secretpw@127.0.0.1:1/\n'
+
+    def test_unreachable_transport_retried_without_blocking(self):
+        listener = notifications.Listener(
+            self.settings, 'pool', builds.BuildTracker())
+        listener.start()
+        self.assertTrue(self.wait_logged(listener))
+        listener.stop()  # prompt, although never connected
+        self.assertFalse(listener.connected.is_set())
+        self.assertNotIn('secretpw', self.log.output)
+
+    def wait_logged(self, listener, timeout=30):
+        deadline = time.monotonic() + timeout
+        while 'retrying with backoff' not in self.log.output:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
