@@ -38,19 +38,29 @@ class FileImageService:
 
     def add(self, data, image_id=None, properties=None, **meta):
         """Store ``data`` as a raw image; return its metadata."""
+        return self.add_chunks([data], image_id, properties, **meta)
+
+    def add_chunks(self, chunks, image_id=None, properties=None, **meta):
+        """Store the concatenated ``chunks`` as a raw image."""
         image_id = image_id or str(uuid.uuid4())
         path = os.path.join(self.directory, image_id)
+        md5 = hashlib.md5(usedforsecurity=False)
+        sha = hashlib.sha512()
+        size = 0
         with open(path, 'wb') as f:
-            f.write(data)
+            for chunk in chunks:
+                f.write(chunk)
+                md5.update(chunk)
+                sha.update(chunk)
+                size += len(chunk)
         self.images[image_id] = dict({
             'id': image_id, 'name': 'image-%s' % image_id[:8],
             'status': 'active', 'visibility': 'public', 'protected': False,
             'owner': self.owner, 'container_format': 'bare',
-            'disk_format': 'raw', 'size': len(data),
-            'virtual_size': len(data), 'min_disk': 0, 'min_ram': 0,
-            'checksum': hashlib.md5(data, usedforsecurity=False).hexdigest(),
-            'os_hash_algo': 'sha512',
-            'os_hash_value': hashlib.sha512(data).hexdigest(),
+            'disk_format': 'raw', 'size': size,
+            'virtual_size': size, 'min_disk': 0, 'min_ram': 0,
+            'checksum': md5.hexdigest(), 'os_hash_algo': 'sha512',
+            'os_hash_value': sha.hexdigest(),
             'created_at': _now(), 'updated_at': _now(),
             'deleted': False, 'deleted_at': None,
             'properties': dict(properties or {})}, **meta)
@@ -65,9 +75,17 @@ class FileImageService:
                   'created_at', 'updated_at'):
             meta.pop(k)
         downloads = self.downloads[image_id]
-        self.add(data, image_id=image_id, **meta)
+        self.add_chunks([data], image_id=image_id, **meta)
         self.images[image_id]['updated_at'] += datetime.timedelta(seconds=1)
         self.downloads[image_id] = downloads
+
+    def session(self):
+        """A per-request view of this service.
+
+        Cinder gets a new Glance client per call and keeps per-request
+        state (``temp_images``) on it.
+        """
+        return _Session(self)
 
     def path(self, image_id):
         return os.path.join(self.directory, image_id)
@@ -114,6 +132,15 @@ class FileImageService:
                 sent += len(chunk)
                 if self.chunk_delay:
                     time.sleep(self.chunk_delay)
+
+
+class _Session:
+    def __init__(self, service):
+        self._service = service
+        self.temp_images = None
+
+    def __getattr__(self, name):
+        return getattr(self._service, name)
 
 
 def _now():

@@ -7,6 +7,16 @@ eventlet), the way ``cinder.tests.functional`` does it; it must agree with
 ``OS_NOVA_DISABLE_EVENTLET_PATCHING``, which the parent package applies.
 Run the suite once per value.
 
+Cinder and Nova cannot share a process (both register
+``[DEFAULT] default_availability_zone``, differently), while a run of the
+whole functional suite imports every module into each worker. So these
+tests are skipped unless ``MLACCEL_FUNCTIONAL_CINDER=1``; run them on their
+own test path::
+
+    MLACCEL_FUNCTIONAL_CINDER=1 OS_CINDER_DISABLE_EVENTLET_PATCHING=1 \
+    OS_NOVA_DISABLE_EVENTLET_PATCHING=1 \
+    stestr --test-path ./tests/functional/cinder --top-dir ./ run
+
 In native-thread mode Nova forbids importing eventlet at all (an import
 hook), while Cinder 29 still imports it, unpatched, in that mode too. The
 hook is lifted here so both can share a test process; Cinder's own guard
@@ -14,7 +24,13 @@ hook is lifted here so both can share a test process; Cinder's own guard
 """
 
 # autopep8: off
+import os  # noqa: E402
 import sys  # noqa: E402
+import unittest  # noqa: E402
+
+if os.environ.get('MLACCEL_FUNCTIONAL_CINDER') != '1':
+    raise unittest.SkipTest('Cinder functional tests run on their own: set '
+                            'MLACCEL_FUNCTIONAL_CINDER=1')
 sys.meta_path[:] = [f for f in sys.meta_path
                     if type(f).__name__ != 'PoisonEventletImport']
 from cinder import monkey_patch; monkey_patch.patch()  # noqa: E402,E702

@@ -1,0 +1,250 @@
+"""Volume-from-image latency: stock Cinder, its built-in cache, mlaccel.
+
+``python -m mlaccel.bench cinder [--sizes 256,1024] [--burst 10]`` runs
+Cinder's own API, scheduler and volume manager in this process (the
+functional-test harness: SQLite, fake messaging) over the file-backed test
+backend, in a directory of the default temporary file system, three times:
+
+* stock: the backend driver, no image-volume cache;
+* builtin: the backend driver with Cinder's image-volume cache (its per-image
+  lock real, as with a coordination backend);
+* mlaccel: the mirror-volume driver over the same backend.
+
+For each image size it measures, from Cinder's own timestamps (the API
+accepting the request to the volume manager finishing it): a cold create,
+the built-in cache's first and steady (warm) creates, mlaccel's first create
+after a pre-warm, its steady create and a ready-pool hit, and the makespan
+and downloads of a burst of concurrent creates for an image not cached.
+Concurrency mode: native threads unless OS_CINDER_DISABLE_EVENTLET_PATCHING
+says otherwise. The last line is::
+
+    RESULT prewarm_first_vs_builtin_warm=<r> pool_hit_vs_builtin_warm=<r>
+    burst_makespan_vs_builtin=<r> burst_downloads=<n>
+
+ratios of medians over the sizes, mlaccel's over the built-in cache's (lower
+is better), and mlaccel's downloads in its largest burst.
+"""
+
+import os
+
+# Cinder's test packages patch on import by the environment alone.
+os.environ.setdefault('OS_CINDER_DISABLE_EVENTLET_PATCHING', '1')
+# autopep8: off
+from cinder import monkey_patch; monkey_patch.patch()  # noqa: E402,E702
+# autopep8: on
+
+import argparse  # noqa: E402
+import hashlib  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import unittest  # noqa: E402
+
+from cinder import context  # noqa: E402
+from cinder.db import api as db  # noqa: E402
+# Loaded before cinder.image.glance, which cannot be imported first.
+from cinder.image import image_utils  # noqa: E402,F401
+from cinder import objects  # noqa: E402
+
+from mlaccel.testing import cinderharness  # noqa: E402
+
+objects.register_all()
+MIB = cinderharness.MIB
+STEADY = 3
+
+
+def _chunks(seed, size):
+    block = hashlib.sha512(seed.encode()).digest() * (MIB // 64)
+    left = size
+    i = 0
+    while left > 0:
+        chunk = block[i % 64:] + block[:i % 64]
+        yield chunk[:min(MIB, left)]
+        left -= MIB
+        i += 1
+
+
+class _Run(cinderharness.MirrorTestBase):
+    """One configuration; ``measure`` fills ``self.out``."""
+
+    MOCK_TOOZ = False
+    KIND = None
+
+    def __init__(self, sizes, burst, out):
+        super().__init__('runTest')
+        self.sizes = sizes
+        self.burst_n = burst
+        self.out = out
+
+    def setUp(self):
+        super().setUp()
+        ctx = context.get_admin_context()
+        for project in (cinderharness.fake.PROJECT_ID,
+                        cinderharness.INTERNAL_PROJECT):
+            db.quota_create(ctx, project, 'volumes', 1000)
+            db.quota_create(ctx, project, 'gigabytes', 100000)
+
+    def image(self, seed, size):
+        return self.images.add_chunks(_chunks(seed, size))
+
+    def timed(self, image_id):
+        volume_id = self.create(image_id)
+        v = self.wait(volume_id, timeout=1800)
+        if v['status'] != 'available':
+            raise RuntimeError('volume %s ended %s' % (volume_id,
+                                                       v['status']))
+        return self.create_seconds(volume_id), volume_id
+
+    def delete(self, volume_id):
+        self.api.delete_volume(volume_id)
+        self.wait_gone(volume_id, timeout=600)
+
+    def burst(self, image_id):
+        ids = super().burst(image_id, self.burst_n)
+        times = []
+        for volume_id in ids:
+            v = self.wait(volume_id, timeout=3600)
+            if v['status'] != 'available':
+                raise RuntimeError('burst volume ended %s' % v['status'])
+            times.append(self.volume_times(volume_id))
+        makespan = (max(t[1] for t in times)
+                    - min(t[0] for t in times)).total_seconds()
+        for volume_id in ids:
+            self.delete(volume_id)
+        return makespan, self.images.downloads[image_id]
+
+    def runTest(self):
+        for size in self.sizes:
+            self.out[size] = self.measure(size * MIB, 's%d' % size)
+
+
+class _Stock(_Run):
+    VOLUME_DRIVER = cinderharness.BACKEND
+    KIND = 'stock'
+
+    def measure(self, size, seed):
+        image = self.image(seed + 'stock', size)
+        cold, vid = self.timed(image['id'])
+        self.delete(vid)
+        burst = self.image(seed + 'stock-burst', size)
+        makespan, downloads = self.burst(burst['id'])
+        return {'cold': cold, 'burst': makespan, 'downloads': downloads}
+
+
+class _Builtin(_Run):
+    VOLUME_DRIVER = cinderharness.BACKEND
+    BACKEND_FLAGS = {'image_volume_cache_enabled': True}
+    KIND = 'builtin'
+
+    def measure(self, size, seed):
+        image = self.image(seed + 'builtin', size)
+        first, vid = self.timed(image['id'])
+        self.delete(vid)
+        steady = []
+        for _ in range(STEADY):
+            t, vid = self.timed(image['id'])
+            steady.append(t)
+            self.delete(vid)
+        burst = self.image(seed + 'builtin-burst', size)
+        makespan, downloads = self.burst(burst['id'])
+        return {'first': first, 'warm': statistics.median(steady),
+                'burst': makespan, 'downloads': downloads}
+
+
+class _Mlaccel(_Run):
+    CACHE_FLAGS = {'pool_size': 1}
+    KIND = 'mlaccel'
+
+    def wait_pool(self, image_id):
+        deadline = time.monotonic() + 1800
+        while (self.mirror.pool.count(image_id) < 1
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+
+    def measure(self, size, seed):
+        pool = self.mirror.pool
+        pool.size = 0
+        image = self.image(seed + 'mlaccel', size)
+        ctx = context.RequestContext(cinderharness.fake.USER_ID,
+                                     cinderharness.fake.PROJECT_ID)
+        self.mirror.prewarm(ctx, image, self.images)
+        first, vid = self.timed(image['id'])
+        self.delete(vid)
+        steady = []
+        for _ in range(STEADY):
+            t, vid = self.timed(image['id'])
+            steady.append(t)
+            self.delete(vid)
+        pool.size = 1
+        hits = []
+        for _ in range(STEADY):
+            pool.want(image['id'])
+            self.wait_pool(image['id'])
+            t, vid = self.timed(image['id'])
+            hits.append(t)
+            self.delete(vid)
+        pool.size = 0
+        burst = self.image(seed + 'mlaccel-burst', size)
+        makespan, downloads = self.burst(burst['id'])
+        self.mirror.evict(image['id'])
+        return {'prewarm_first': first, 'warm': statistics.median(steady),
+                'pool_hit': statistics.median(hits), 'burst': makespan,
+                'downloads': downloads,
+                'pool_hits': self.mirror.stats['pool_hit']}
+
+
+def _run(cls, sizes, burst):
+    out = {}
+    result = unittest.TestResult()
+    cls(sizes, burst, out).run(result)
+    for _case, trace in result.errors + result.failures:
+        print(trace, file=sys.stderr)
+    if not result.wasSuccessful():
+        raise SystemExit('%s run failed' % cls.KIND)
+    return out
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog='python -m mlaccel.bench cinder')
+    parser.add_argument('--sizes', default='256,1024',
+                        help='image sizes in MiB, comma-separated')
+    parser.add_argument('--burst', type=int, default=10,
+                        help='concurrent creates in the burst')
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(',')]
+    mode = 'eventlet' if monkey_patch.is_patched() else 'native threads'
+    print('cinder volume-from-image, %s, file backend (no reflink on %s)'
+          % (mode, os.uname().sysname))
+    results = {}
+    for cls in (_Stock, _Builtin, _Mlaccel):
+        started = time.monotonic()
+        results[cls.KIND] = _run(cls, sizes, args.burst)
+        print('%-8s done in %.0f s: %s' % (
+            cls.KIND, time.monotonic() - started,
+            {s: {k: round(v, 3) for k, v in r.items()}
+             for s, r in results[cls.KIND].items()}))
+    stock, builtin, ml = (results[k] for k in ('stock', 'builtin',
+                                               'mlaccel'))
+    print('%8s %9s %9s %9s %9s %9s %9s %9s %9s' % (
+        'MiB', 'stock', 'bi_first', 'bi_warm', 'ml_first', 'ml_warm',
+        'ml_pool', 'bi_burst', 'ml_burst'))
+    for s in sizes:
+        print('%8d %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f' % (
+            s, stock[s]['cold'], builtin[s]['first'], builtin[s]['warm'],
+            ml[s]['prewarm_first'], ml[s]['warm'], ml[s]['pool_hit'],
+            builtin[s]['burst'], ml[s]['burst']))
+    print('burst downloads: stock %s, builtin %s, mlaccel %s' % (
+        [stock[s]['downloads'] for s in sizes],
+        [builtin[s]['downloads'] for s in sizes],
+        [ml[s]['downloads'] for s in sizes]))
+
+    def ratio(key, base_key, base=builtin):
+        return statistics.median(ml[s][key] / base[s][base_key]
+                                 for s in sizes)
+
+    print('RESULT prewarm_first_vs_builtin_warm=%.3f '
+          'pool_hit_vs_builtin_warm=%.3f burst_makespan_vs_builtin=%.3f '
+          'burst_downloads=%d' % (
+              ratio('prewarm_first', 'warm'), ratio('pool_hit', 'warm'),
+              ratio('burst', 'burst'), ml[max(sizes)]['downloads']))
+    return 0
