@@ -70,15 +70,17 @@ class CostModel:
         """The total of :meth:`predict`."""
         return self._each([report], request, (queued,), False)[0]
 
-    def seconds_each(self, reports, request, queued=None):
+    def seconds_each(self, reports, request, queued=None, cached=None):
         """:meth:`seconds` for many hosts in one pass.
 
         :param reports: a report or ``None`` per host.
         :param queued: ``None``, or the ``queued`` of each host.
+        :param cached: ``None``, or a list to which whether each report
+            lists the image is appended (``False`` without a report).
         """
-        return self._each(reports, request, queued, False)
+        return self._each(reports, request, queued, False, cached)
 
-    def _each(self, reports, request, queued, parts):
+    def _each(self, reports, request, queued, parts, cached=None):
         size = self.image_size if request.image_size is None \
             else request.image_size
         image_id = request.image_id
@@ -87,11 +89,14 @@ class CostModel:
         warm_start, cold_start = self.warm_start, self.cold_start
         unreported = (size / bandwidth, build_seconds, cold_start)
         out = []
+        hit = False
         for report, extra in zip(reports, queued or itertools.repeat(0)):
             if report is None:
                 fetch, build, buffering = unreported
+                hit = False
             else:
-                if image_id in report.cached_images:
+                hit = image_id in report.cached_images
+                if hit:
                     fetch = 0.0
                 else:
                     fetch = size / (report.fetch_bandwidth or bandwidth)
@@ -107,4 +112,6 @@ class CostModel:
                     and report.warm_slots > 0 else cold_start
             out.append((fetch, build, buffering) if parts
                        else fetch + build + buffering)
+            if cached is not None:
+                cached.append(hit)
         return out

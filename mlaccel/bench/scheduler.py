@@ -261,17 +261,29 @@ def make_spec(image_id):
         is_bfv=False)
 
 
+def heartbeat(hosts):
+    """Mark every host's compute service as just heard from.
+
+    What the computes' service heartbeats do; without it ComputeFilter
+    drops every host ``service_down_time`` after it was made.
+    """
+    from oslo_utils import timeutils
+    now = timeutils.utcnow()
+    for host in hosts:
+        host.service['last_seen_up'] = now
+
+
 def schedule_once(manager, hosts, spec):
     """Filter and weigh ``hosts`` for ``spec``.
 
-    :returns: the CPU seconds the scheduling thread spent, and the wall
-        seconds it took. The CPU time is what other processes on a shared
-        machine do not inflate.
+    :returns: the CPU seconds the scheduling thread spent, the wall
+        seconds it took (the CPU time is what other processes on a shared
+        machine do not inflate), and how many hosts passed the filters.
     """
     wall, cpu = time.perf_counter(), time.thread_time()
     passed = list(manager.get_filtered_hosts(hosts, spec))
     manager.get_weighed_hosts(passed, spec)
-    return time.thread_time() - cpu, time.perf_counter() - wall
+    return time.thread_time() - cpu, time.perf_counter() - wall, len(passed)
 
 
 def fresh_count(cache, hosts):
@@ -319,10 +331,14 @@ def measure_overhead(managers, hosts, images, rounds, rng, cache, refreshes):
     for _ in range(rounds):
         spec = make_spec(rng.choice(images))
         rng.shuffle(arms)
+        heartbeat(hosts)
         refreshes_before = cache.refreshes
         before = fresh_count(cache, hosts)
         for name, manager in arms:
             times[name].append(schedule_once(manager, hosts, spec))
+            if times[name][-1][2] != len(hosts):
+                raise RuntimeError('%s kept %d of %d hosts in a round'
+                                   % (name, times[name][-1][2], len(hosts)))
         fresh.append(min(before, fresh_count(cache, hosts)))
         quiet.append(cache.refreshes == refreshes_before)
         refreshes.sample()
@@ -424,12 +440,14 @@ def main(argv=None):
                 cache.start()
                 wait_until_fresh(cache, hosts)
                 spec = make_spec(images[0])
+                heartbeat(hosts)
                 kept = [len(list(m.get_filtered_hosts(hosts, spec)))
                         for m in (stock, mlaccel)]
-                if kept[0] != kept[1]:
+                if kept != [size, size]:
                     raise RuntimeError(
-                        'the managers kept %d and %d hosts: the ratio would '
-                        'not compare like with like' % tuple(kept))
+                        'the managers kept %d and %d of %d hosts: the ratio '
+                        'would not compare like with like'
+                        % (kept[0], kept[1], size))
                 refreshes = Refreshes(cache)
                 managers = [('stock', stock), ('mlaccel', mlaccel)]
                 rounds = args.rounds or max(30, 100 * 1000 // size)

@@ -45,7 +45,7 @@ class RequestView:
     """
 
     __slots__ = ('spec', 'reports', 'policy', 'start', 'placed', '_hosts',
-                 '_host_reports')
+                 '_host_reports', '_aggregated')
 
     def __init__(self, spec_obj, conf=None, placed=None):
         conf = conf or mlaccel_conf.CONF
@@ -53,7 +53,7 @@ class RequestView:
         self.reports = reader.get_cache(conf).snapshot()
         self.policy = extra_specs.policy(spec_obj)
         self.placed = placed
-        self._hosts = self._host_reports = None
+        self._hosts = self._host_reports = self._aggregated = None
         image_id = image_size = None
         image = getattr(spec_obj, 'image', None)
         if image is not None:
@@ -64,21 +64,32 @@ class RequestView:
         self.start = costmodel.StartRequest(
             image_id, image_size, self.policy.warm_start)
 
-    def remember(self, hosts, host_reports):
-        """Keep the report looked up for each of ``hosts``."""
-        self._hosts, self._host_reports = hosts, host_reports
+    def remember(self, hosts, host_reports, aggregated):
+        """Keep what one pass over ``hosts`` found.
+
+        :param host_reports: the report (or ``None``) of each host.
+        :param aggregated: the positions of the hosts in an aggregate.
+        """
+        self._hosts = hosts
+        self._host_reports, self._aggregated = host_reports, aggregated
 
     def reports_of(self, hosts):
-        """The fresh report, or ``None``, of each host.
+        """``(report or None of each host, positions of aggregated hosts)``.
 
-        Looked up again only when ``hosts`` are not the ones remembered.
+        Looked up again only when ``hosts`` are not the ones remembered:
+        at ten thousand hosts, every pass over them costs memory traffic.
         """
         known = self._hosts
         if known is not None and len(known) == len(hosts) and all(
                 map(operator.is_, hosts, known)):
-            return self._host_reports
+            return self._host_reports, self._aggregated
         get = self.reports.get
-        return [get(host_state.host) for host_state in hosts]
+        reports, aggregated = [], []
+        for i, host_state in enumerate(hosts):
+            reports.append(get(host_state.host))
+            if host_state.aggregates:
+                aggregated.append(i)
+        return reports, aggregated
 
 
 _shared = threading.local()

@@ -79,9 +79,9 @@ class BuildSlotFilter(filters.BaseHostFilter):
         request.share(view)
         if not view.policy.build_slots or not hosts:
             return hosts
-        kept, reports, slots = self._free(hosts, view)
+        kept, reports, aggregated, slots = self._free(hosts, view)
         if slots >= to_place:
-            view.remember(kept, reports)
+            view.remember(kept, reports, aggregated)
             return kept
         # Nova filters each instance of a request from the hosts kept for
         # the one before: dropping a full host now would refuse the
@@ -102,49 +102,52 @@ class BuildSlotFilter(filters.BaseHostFilter):
             return True
         view = request.RequestView(spec_obj, self.conf)
         return not view.policy.build_slots or bool(
-            self._free([host_state], view)[2])
+            self._free([host_state], view)[0])
 
     def _free(self, hosts, view):
-        """``(hosts, their reports, free slots)`` of the hosts passing.
+        """``(hosts, reports, aggregated, free slots)`` of those passing.
 
         A host passes with a build slot left, or without a limit, or without
-        a report if ``build_slot_fail_open``. The free slots are those of
-        the passing hosts, infinite if one has no limit.
+        a report if ``build_slot_fail_open``. ``reports`` holds each passing
+        host's report, ``aggregated`` the positions of those in an
+        aggregate, and the free slots are those of the passing hosts,
+        infinite if one has no limit.
         """
         opts = self.conf.mlaccel_scheduler
         cap, fail_open = opts.max_builds_per_host, opts.build_slot_fail_open
         get, placed = view.reports.get, view.placed
-        kept, reports, slots = [], [], 0
+        kept, reports, aggregated, slots = [], [], [], 0
         keep, keep_report = kept.append, reports.append
         for host_state in hosts:
             report = get(host_state.host)
+            in_aggregate = bool(host_state.aggregates)
             if report is None:
                 if fail_open:
+                    if in_aggregate:
+                        aggregated.append(len(kept))
                     keep(host_state)
                     keep_report(None)
                     slots = UNLIMITED
                 continue
             limit = report.build_limit
-            if host_state.aggregates:
+            if in_aggregate:
                 limit = self._capped(host_state, limit, cap)
             elif cap > 0 and not 0 < limit <= cap:
                 limit = cap
             in_flight = report.builds_in_flight
             if placed is not None:
                 in_flight += placed(host_state)
-            if limit <= 0:
+            if limit <= 0 or in_flight < limit:
+                if in_aggregate:
+                    aggregated.append(len(kept))
                 keep(host_state)
                 keep_report(report)
-                slots = UNLIMITED
-            elif in_flight < limit:
-                keep(host_state)
-                keep_report(report)
-                slots += limit - in_flight
+                slots = UNLIMITED if limit <= 0 else slots + limit - in_flight
             else:
                 LOG.debug('%(host)s has %(n)d builds in flight, its limit '
                           'is %(limit)d', {'host': host_state.host,
                                            'n': in_flight, 'limit': limit})
-        return kept, reports, slots
+        return kept, reports, aggregated, slots
 
     def _placed_in_request(self, hosts, spec_obj):
         """Return ``(placed, instances still to place)``.

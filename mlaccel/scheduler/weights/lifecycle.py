@@ -75,38 +75,44 @@ class LifecycleWeigher(weights.BaseHostWeigher):
         image_id = start.image_id if view.policy.image_locality else None
         if image_id is None and start.image_id is not None:
             start = start._replace(image_id=None)
-        reports = view.reports_of(hosts)
+        reports, aggregated = view.reports_of(hosts)
         placed = view.placed
+        local = []
         predicted = costmodel.CostModel(self.conf).seconds_each(
             reports, start,
-            None if placed is None else [placed(h) for h in hosts])
+            None if placed is None else [placed(h) for h in hosts], local)
         # Nova's normalisation: (w - min) / (max - min), 0 if all equal.
         latest = max(predicted)
         spread = latest - min(predicted)
         scale = lifecycle / spread if spread else 0.0
-        weights_ = [scale * (latest - seconds) for seconds in predicted]
-        local = None
         if image_id is not None and locality:
-            running = self._running_images
-            local = [image_id in (running(h) if r is None
-                                  else r.cached_images)
-                     for h, r in zip(hosts, reports)]
+            if None in reports:
+                # Without a report: the images of the instances running.
+                running = self._running_images
+                for i, report in enumerate(reports):
+                    if report is None:
+                        local[i] = image_id in running(hosts[i])
             if all(local) or not any(local):
                 local = None  # normalised to 0 on every host
-            else:
-                weights_ = [w + locality if is_local else w
-                            for w, is_local in zip(weights_, local)]
-        for i, host_state in enumerate(hosts):
-            if host_state.aggregates:
-                loc = scheduler_utils.get_weight_multiplier(
-                    host_state, LOCALITY_KEY, locality)
-                life = scheduler_utils.get_weight_multiplier(
-                    host_state, LIFECYCLE_KEY, lifecycle)
-                weight = life / spread * (latest - predicted[i]) \
-                    if spread else 0.0
-                if local is not None and local[i]:
-                    weight += loc
-                weights_[i] = weight
+        else:
+            local = None
+        if local is None:
+            weights_ = [scale * (latest - s) for s in predicted]
+        else:
+            weights_ = [scale * (latest - s) + locality if is_local
+                        else scale * (latest - s)
+                        for s, is_local in zip(predicted, local)]
+        for i in aggregated:
+            host_state = hosts[i]
+            loc = scheduler_utils.get_weight_multiplier(
+                host_state, LOCALITY_KEY, locality)
+            life = scheduler_utils.get_weight_multiplier(
+                host_state, LIFECYCLE_KEY, lifecycle)
+            weight = life / spread * (latest - predicted[i]) \
+                if spread else 0.0
+            if local is not None and local[i]:
+                weight += loc
+            weights_[i] = weight
         return weights_
 
     def _running_images(self, host_state):

@@ -192,7 +192,9 @@ class TestBuildSlotFilter(base.PluginTestCase):
                                       spec)
         view = request.view(spec)
         self.assertIs(spec, view.spec)
-        self.assertEqual(['h1'], [r.host for r in view.reports_of(kept)])
+        reports, aggregated = view.reports_of(kept)
+        self.assertEqual(['h1'], [r.host for r in reports])
+        self.assertEqual([], aggregated)
         # Handed out once; another spec never gets it.
         self.assertIsNot(view, request.view(spec))
         self.filter.filter_all(kept, spec)
