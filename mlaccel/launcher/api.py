@@ -462,7 +462,13 @@ class Launch:
         self._wait_for(lambda vm: vm.done, 'done')
 
     def _submit(self, vm):
-        return self._client(vm).submit(self.spec.task)
+        try:
+            return self._client(vm).submit(self.spec.task)
+        except Exception:
+            if vm.pooled is None:
+                raise
+            # A pooled VM that fails its first submit is replaced.
+            return self.warm_pool.replace(self, vm)
 
     def _wait_task(self, vm):
         try:

@@ -11,7 +11,9 @@ the member before can no longer reach it. A member that fails the hand-over
 is deleted and its VM created fresh. With the state bus down nothing is
 claimed and every VM is created fresh.
 
-After the task, :meth:`Claimer.finish` returns each pooled member (with its
+A pooled VM that fails its first submit is deleted and replaced by a fresh
+one (:meth:`Claimer.replace`). After the task, :meth:`Claimer.finish`
+returns each pooled member (with its
 current token) if the pool's reuse policy allows (fewer than ``max_tasks``
 tasks served, the task ended, no task process left), else deletes it.
 """
@@ -106,7 +108,8 @@ class Claimer:
             self._forget(key, failed)
         got = [(m, token) for m, token in zip(taken, handed) if token]
         for vm, (member, token) in zip(launch.vms, got):
-            self._assign(vm, member, token, key)
+            self._assign(vm, member, token, key,
+                         (image_id, flavor_id, group_id))
         LOG.info('Launch %s: %d of %d VMs from warm pool %s',
                  launch.launch_id, len(got), count, key)
         return len(got)
@@ -147,10 +150,48 @@ class Claimer:
             LOG.warning('Pool %s unavailable (%s); its manager drops the '
                         'deleted members when it reconciles', key, exc)
 
+    def replace(self, launch, vm):
+        """A pooled VM failed its first submit: delete it, run fresh.
+
+        The member is deleted and dropped from its pool; in its place the
+        launch creates a fresh VM (the launch's own user-data and fresh
+        credentials), waits for its readiness and submits the task there.
+        Returns the task's id; raises if the fresh VM fails too.
+        """
+        from mlaccel.launcher import api
+        pooled = vm.pooled
+        LOG.warning('Pool member %s failed its first submit; deleting it '
+                    'and creating a fresh VM in its place',
+                    pooled['server_id'])
+        self._forget(pooled['pool'], [{'server_id': pooled['server_id']}])
+        fresh = api._VM(vm.index, launch.servers.name(vm.index),
+                        readiness.new_key())
+        with launch._cond:
+            vm.__dict__.update(fresh.__dict__)
+            launch._by_key[vm.key] = vm
+        launch.listener.expect(vm.key, launch._on_ready, vm.token)
+        vm.requested = time.time()
+        image_id, flavor_id, group_id = pooled['ids']
+        server = launch.servers.create(
+            vm.index, image_id, flavor_id, networks=launch.network,
+            user_data=launch._user_data(vm), group_id=group_id)
+        with launch._cond:
+            vm.server_id = server.id
+            launch._cond.notify_all()
+            launch._cond.wait_for(
+                lambda: vm.ready is not None or vm.status == 'ERROR'
+                or launch._failure is not None, launch._remaining())
+            if vm.ready is None:
+                raise api.LaunchError(
+                    'the fresh VM %s replacing a pool member did not '
+                    'become ready (%s)' % (vm.name, vm.status))
+        return launch._client(vm).submit(launch.spec.task)
+
     @staticmethod
-    def _assign(vm, member, token, key):
+    def _assign(vm, member, token, key, ids):
         claimed = member['claimed_at']
         vm.pooled = {'pool': key, 'server_id': member['server_id'],
+                     'ids': ids,
                      'name': member['name'], 'claimed_at': claimed,
                      'tasks_before': member['tasks']}
         vm.server_id = member['server_id']

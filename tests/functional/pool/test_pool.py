@@ -183,6 +183,31 @@ class PoolTest(pool_base.PoolTestCase):
         self.assertIsNone(pool_members.idle_health(idle[0]))
         self.assert_only_members_left()
 
+    def test_member_failing_its_first_submit_is_replaced(self):
+        self.create_pool(1, 1)
+        self.manager().run_once()
+        member = self.idle()[0]['server_id']
+        claimer = self.claimer()
+        claim = claimer.claim
+
+        def claim_then_crash(launch, *ids):
+            got = claim(launch, *ids)
+            process, _ = guest.GUESTS[member]   # dies after the hand-over
+            process.kill()
+            process.wait()
+            return got
+        claimer.claim = claim_then_crash
+        result = api.launch(self.conn, base.IMAGE, base.FLAVOR, 1, base.ECHO,
+                            {'x': 1}, preload=pool_base.PRELOAD, timeout=60,
+                            warm_pool=claimer, **pool_base.LAUNCH_OPTIONS)
+        self.assertEqual('succeeded', result['outcome'], result['error'])
+        vm = result['vms'][0]
+        self.assertNotEqual(member, vm['server_id'])
+        self.assertEqual({'x': 1}, vm['result']['args'])
+        self.assertEqual([vm['server_id']], result['cleanup']['deleted'])
+        self.assertEqual({}, self.state()['members'])
+        self.wait_servers(lambda found: not found, 'every server gone')
+
     def test_only_the_leader_acts(self):
         self.create_pool(1, 1)
         leader = self.manager(leader_lock=self.locks)
