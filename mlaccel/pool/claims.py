@@ -20,6 +20,7 @@ tasks served, the task ended, no task process left), else deletes it.
 
 import concurrent.futures
 import secrets
+import threading
 import time
 
 from oslo_log import log as logging
@@ -118,8 +119,30 @@ class Claimer:
         """Give the member's daemon a fresh token; ``None`` on failure.
 
         The server must also be one this project sees, ACTIVE: a member is
-        only ever claimed by its own project.
+        only ever claimed by its own project. Nova is asked while the token
+        changes (both take a round trip); a member failing either check is
+        not used, and deleted.
         """
+        checked = threading.Thread(target=self._check_server,
+                                   args=(member,), daemon=True,
+                                   name='mlaccel-claim-check')
+        checked.start()
+        try:
+            token = secrets.token_urlsafe(32)
+            with pool_members.connect(member) as conn:
+                conn.rekey(token)
+        except Exception as exc:
+            token = None
+            member['problem'] = 'its daemon: %s' % exc
+        checked.join()
+        if token is None or member.get('problem'):
+            LOG.warning('Pool member %s could not be handed over (%s); '
+                        'deleting it', member['server_id'],
+                        member.get('problem'))
+            return None
+        return token
+
+    def _check_server(self, member):
         try:
             server = self.conn.compute.get_server(member['server_id'])
             if server.status != 'ACTIVE':
@@ -127,14 +150,8 @@ class Claimer:
             if self.project_id and server.project_id and \
                     server.project_id != self.project_id:
                 raise ValueError('server belongs to another project')
-            token = secrets.token_urlsafe(32)
-            with pool_members.connect(member) as conn:
-                conn.rekey(token)
-            return token
         except Exception as exc:
-            LOG.warning('Pool member %s could not be handed over (%s); '
-                        'deleting it', member['server_id'], exc)
-            return None
+            member['problem'] = 'Nova: %s' % exc
 
     def _forget(self, key, failed, served=0):
         """Delete members and drop them from the pool's state."""
