@@ -208,6 +208,34 @@ class PoolTest(pool_base.PoolTestCase):
         self.assertEqual({}, self.state()['members'])
         self.wait_servers(lambda found: not found, 'every server gone')
 
+    def test_members_go_to_their_own_project_only(self):
+        self.create_pool(1, 1)
+        self.manager().run_once()
+        member = self.idle()[0]
+        other = pool_base.claims.Claimer(self.store, self.conn,
+                                         project_id='other-project')
+        launch = api.Launch(self.conn, api.LaunchSpec(
+            base.IMAGE, 'ignored', 1, protocol.TaskSpec(base.ECHO)),
+            listener=self.listener, preload=pool_base.PRELOAD,
+            **pool_base.LAUNCH_OPTIONS)
+        # Another project's launches look for another pool.
+        self.assertEqual(0, other.claim(launch, base.IMAGE,
+                                        self.spec.flavor_id, None))
+        self.assertEqual([member], self.idle())
+        # Even a pool state naming that project does not hand it over:
+        # Nova says whose server it is.
+        with self.store.transaction(self.key) as state:
+            state['spec']['project_id'] = 'other-project'
+        other_key = pool_base.pool_spec.PoolSpec.from_dict(
+            self.state()['spec']).key
+        with self.store.transaction(other_key,
+                                    create=self.state()):
+            pass
+        self.assertEqual(0, other.claim(launch, base.IMAGE,
+                                        self.spec.flavor_id, None))
+        self.assertIsNone(launch.vms[0].pooled)
+        self.assertEqual({}, self.store.read(other_key)['members'])
+
     def test_only_the_leader_acts(self):
         self.create_pool(1, 1)
         leader = self.manager(leader_lock=self.locks)

@@ -1,0 +1,43 @@
+"""The manager's target size: demand, bounds and capacity back-off."""
+
+import testtools
+
+from mlaccel import conf as mlaccel_conf
+from mlaccel.pool import manager
+from mlaccel.pool import spec as pool_spec
+from mlaccel.pool import store as pool_store
+
+SPEC = pool_spec.PoolSpec('proj', 'img', 'flv')
+GROUP = mlaccel_conf.CONF.mlaccel_pool   # window 600 s, margin 0.5
+
+
+def _state(members=0, **stats):
+    state = pool_store.new_state(SPEC, 1, 10, 3)
+    state['stats'].update(stats)
+    for i in range(members):
+        state['members']['s%d' % i] = {'server_id': 's%d' % i,
+                                       'state': pool_store.IDLE,
+                                       'ready_at': float(i)}
+    return state
+
+
+class TestTarget(testtools.TestCase):
+
+    def test_from_measured_demand_and_lead_time(self):
+        # 120 VMs in 600 s = 0.2/s; 20 s lead; x1.5 -> 6.
+        state = _state(arrivals=[[990.0, 120]], lead_time_s=20.0)
+        self.assertEqual(6, manager.target(state, GROUP, 1000.0))
+
+    def test_assumed_lead_time_until_measured(self):
+        # 0.2/s x 60 s (default_lead_time) x 1.5 = 18 -> max 10.
+        state = _state(arrivals=[[990.0, 120]])
+        self.assertEqual(10, manager.target(state, GROUP, 1000.0))
+
+    def test_no_demand_keeps_the_minimum(self):
+        self.assertEqual(1, manager.target(_state(), GROUP, 1000.0))
+
+    def test_capacity_refusal_stops_growth_until_backoff_ends(self):
+        state = _state(members=2, arrivals=[[990.0, 120]],
+                       lead_time_s=20.0, capacity_until=1100.0)
+        self.assertEqual(2, manager.target(state, GROUP, 1000.0))
+        self.assertEqual(6, manager.target(state, GROUP, 1100.0))
