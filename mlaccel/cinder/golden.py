@@ -29,6 +29,7 @@ CHECKSUM_KEY = 'mlaccel_image_checksum'
 UPDATED_KEY = 'mlaccel_image_updated_at'
 SIZE_KEY = 'mlaccel_image_size'
 COST_KEY = 'mlaccel_cost'
+PINNED_KEY = 'mlaccel_pinned'
 
 
 class NoInternalTenant(Exception):
@@ -66,7 +67,8 @@ class GoldenStore:
     def __init__(self, backend):
         self.backend = backend
 
-    def create(self, user_context, like, image_meta, image_service):
+    def create(self, user_context, like, image_meta, image_service,
+               pinned=False):
         """Make and fill a golden volume for ``image_meta`` beside ``like``.
 
         :returns: ``(volume, seconds it took)``.
@@ -89,9 +91,10 @@ class GoldenStore:
                 attach_status=fields.VolumeAttachStatus.DETACHED,
                 user_id=ctx.user_id, project_id=ctx.project_id,
                 display_name='mlaccel-golden-%s' % image_id,
-                metadata={IMAGE_KEY: image_id, CHECKSUM_KEY: checksum,
-                          UPDATED_KEY: updated,
-                          SIZE_KEY: str(image_bytes(image_meta))})
+                metadata=dict({IMAGE_KEY: image_id, CHECKSUM_KEY: checksum,
+                               UPDATED_KEY: updated,
+                               SIZE_KEY: str(image_bytes(image_meta))},
+                              **({PINNED_KEY: 'true'} if pinned else {})))
             volume.create()
         except Exception:
             QUOTAS.rollback(ctx, reservations)
@@ -158,6 +161,13 @@ class GoldenStore:
         volume.status = 'available'
         volume.save()
         return volume
+
+    def pin(self, volume_id):
+        """Record in the golden volume's row that it is pinned."""
+        volume = self.get(volume_id)
+        if volume is not None:
+            volume.metadata = dict(volume.metadata, **{PINNED_KEY: 'true'})
+            volume.save()
 
     def disown(self, volume):
         """Remove a row and its quota but keep its backend object."""

@@ -17,6 +17,7 @@ import types
 from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_utils import excutils
+from oslo_utils import strutils
 
 from cinder import context as cinder_context
 from cinder import exception
@@ -33,6 +34,9 @@ from mlaccel.cinder import singleflight
 from mlaccel import limiter
 
 LOG = logging.getLogger(__name__)
+
+
+PREWARM_KEY = 'mlaccel_prewarm'
 
 
 class _Degrade(Exception):
@@ -102,7 +106,8 @@ class Mirror:
                 (meta.get(golden.CHECKSUM_KEY, ''),
                  meta.get(golden.UPDATED_KEY, '')),
                 volume_id=volume.id,
-                cost=float(meta.get(golden.COST_KEY, 0) or 0))
+                cost=float(meta.get(golden.COST_KEY, 0) or 0),
+                pinned=golden.PINNED_KEY in meta)
             if self.cache.by_volume(volume.id) is None:
                 self.cache.restore(entry)
                 restored += 1
@@ -122,11 +127,14 @@ class Mirror:
         version = golden.image_version(image_meta)
         if volume.size < golden.size_gb(image_meta):
             return None, False
+        pin = self._prewarm_request(volume)
         try:
             missed = False
             self.pool.requested(image_id)
             for _attempt in range(3):
                 entry = self.cache.acquire(image_id, version)
+                if entry is not None and pin:
+                    self._pin(entry)
                 if entry is not None:
                     update = self._take_or_clone(context, volume, entry)
                     if update is not False:
@@ -137,7 +145,8 @@ class Mirror:
                         return update, True
                     continue
                 missed = True
-                self._fill_once(context, volume, image_meta, image_service)
+                self._fill_once(context, volume, image_meta, image_service,
+                                pin)
             raise exception.ImageCopyFailure(
                 reason='golden volume of image %s kept disappearing'
                        % image_id)
@@ -225,7 +234,7 @@ class Mirror:
         try:
             with self.downloads.slot():
                 volume, cost = self.store.create(context, like, image_meta,
-                                                 image_service)
+                                                 image_service, pinned)
         except golden.NoInternalTenant:
             self.cache.forget(entry)
             raise _Degrade('no Cinder internal tenant is configured')
@@ -261,15 +270,33 @@ class Mirror:
         pin = self.conf.pin_prewarmed if pin is None else pin
         like = like or self._like()
         version = golden.image_version(image_meta)
-        entry = self.cache.acquire(image_meta['id'], version)
+        entry = self.cache.acquire(image_meta['id'], version, count=False)
         if entry is not None:
-            entry.pinned = entry.pinned or pin
+            if pin:
+                self._pin(entry)
             self.cache.release(entry)
             return False
         self._fill_once(context, like, image_meta, image_service, pin)
         self.notifier.mirror(context, 'prewarm', image_meta['id'])
         self.pool.want(image_meta['id'])
         return True
+
+    def _prewarm_request(self, volume):
+        """Whether ``volume`` is an operator's pre-warm request.
+
+        That is a volume of the internal tenant (an operator scoped to it)
+        with metadata ``mlaccel_prewarm=true``; other users cannot pin.
+        """
+        return (self.conf.pin_prewarmed
+                and volume.project_id
+                == cfg.CONF.cinder_internal_tenant_project_id
+                and strutils.bool_from_string(
+                    (volume.metadata or {}).get(PREWARM_KEY)))
+
+    def _pin(self, entry):
+        if not entry.pinned:
+            entry.pinned = True
+            self.store.pin(entry.volume_id)
 
     def _like(self):
         stats = self.backend.get_volume_stats() or {}
@@ -290,6 +317,7 @@ class Mirror:
         entry = self.cache.by_volume(volume_id)
         if entry is not None:
             self.cache.forget(entry)
+            self.pool.drain(entry.image_id)
 
     # -- callbacks --------------------------------------------------------
 

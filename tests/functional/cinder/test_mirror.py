@@ -12,6 +12,7 @@ import time
 from cinder import context
 from cinder.db import api as db
 from cinder import objects
+from cinder.tests.functional.api import client
 
 from mlaccel.cinder import golden
 from mlaccel.testing import filevolume
@@ -272,3 +273,52 @@ class ReadyPoolTest(base.MirrorTestBase):
         ctx = context.get_admin_context()
         self.assertEqual([], [v for v in objects.VolumeList.get_all(ctx)
                               if v.project_id == base.INTERNAL_PROJECT])
+
+
+class OperatorTest(base.MirrorTestBase):
+    """Pre-warm and evict through Cinder's API, scoped to the internal
+    tenant, as ``openstack volume create/delete`` would."""
+
+    def setUp(self):
+        super().setUp()
+        self.operator = client.TestOpenStackClient(
+            base.INTERNAL_USER, 'key', self.auth_url, self._osapi_version)
+        self.operator.update_project(base.INTERNAL_PROJECT)
+
+    def prewarm(self, image_id, api):
+        volume_id = api.post_volume({'volume': {
+            'size': 1, 'imageRef': image_id,
+            'metadata': {'mlaccel_prewarm': 'true'}}})['id']
+        self.assertEqual('available', self.wait(volume_id)['status'])
+        api.delete_volume(volume_id)
+        self.wait_gone(volume_id)
+
+    def test_prewarm_pins_and_survives_restart(self):
+        image = self.images.add(base.image_bytes('op', 2 * MIB))
+        self.prewarm(image['id'], self.operator)
+        [entry] = self.mirror.cache.entries()
+        self.assertTrue(entry['pinned'])
+        self.restart_volume_service()
+        [entry] = self.mirror.cache.entries()
+        self.assertTrue(entry['pinned'])
+        volume = self.wait(self.create(image['id']))
+        self.assertEqual('available', volume['status'])
+        self.assertEqual(1, self.images.downloads[image['id']])
+
+    def test_users_cannot_pin(self):
+        image = self.images.add(base.image_bytes('user', 2 * MIB))
+        self.prewarm(image['id'], self.api)
+        [entry] = self.mirror.cache.entries()
+        self.assertFalse(entry['pinned'])
+
+    def test_operator_evicts_by_deleting_the_golden_volume(self):
+        image = self.images.add(base.image_bytes('evict', 2 * MIB))
+        self.wait(self.create(image['id']))
+        [row] = self.golden_rows()
+        self.operator.delete_volume(row.id)
+        self.wait_gone(row.id)
+        self.assertEqual([], self.mirror.cache.entries())
+        self.assertEqual([], self.golden_rows())
+        volume = self.wait(self.create(image['id']))
+        self.assertEqual('available', volume['status'])
+        self.assertEqual(2, self.images.downloads[image['id']])
