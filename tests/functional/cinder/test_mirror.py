@@ -276,8 +276,10 @@ class ReadyPoolTest(base.MirrorTestBase):
 
 
 class OperatorTest(base.MirrorTestBase):
-    """Pre-warm and evict through Cinder's API, scoped to the internal
-    tenant, as ``openstack volume create/delete`` would."""
+    """Pre-warm and evict through Cinder's API as the internal tenant.
+
+    As ``openstack volume create/delete`` scoped to that project would.
+    """
 
     def setUp(self):
         super().setUp()
