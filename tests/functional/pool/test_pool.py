@@ -130,6 +130,30 @@ class PoolTest(pool_base.PoolTestCase):
                         self.assertEqual('ready', conn.health()['state'])
         self.assertEqual(16, self.state()['stats']['asked'])
 
+    def test_concurrent_launches_share_the_last_members(self):
+        self.create_pool(2, 2, max_tasks=5)
+        self.manager().run_once()
+        members = sorted(m['server_id'] for m in self.idle())
+        results = [None] * 4
+
+        def run(i):
+            results[i] = self.launch(1)
+        threads = [threading.Thread(target=run, args=(i,))
+                   for i in range(len(results))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for result in results:
+            self.assertEqual('succeeded', result['outcome'], result['error'])
+        returned = sorted(sid for r in results
+                          for sid in r['cleanup'].get('returned', []))
+        self.assertEqual(members, returned)   # each member used once
+        self.assertEqual(2, sum(len(r['cleanup']['deleted'])
+                                for r in results))
+        self.assertEqual(members, sorted(m['server_id'] for m in self.idle()))
+        self.assert_only_members_left()
+
     def test_bus_down_creates_fresh_and_claims_nothing(self):
         self.create_pool(1, 1)
         self.manager().run_once()
