@@ -9,6 +9,7 @@ until SIGTERM or SIGINT. Exit status 2 for bad usage, 1 for a failure.
 """
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -79,6 +80,9 @@ def build_parser():
 
 def configure(config_files, debug=False, name='mlaccel-pool'):
     conf = mlaccel_conf.CONF
+    for name in config_files:
+        if not os.path.isfile(name):
+            raise cfg.ConfigFilesNotFoundError([name])
     logging.register_options(conf)
     conf(args=[], project='mlaccel', default_config_files=config_files or None)
     for module in (mlaccel_conf.pool, mlaccel_conf.launcher):

@@ -3,11 +3,18 @@
 import dataclasses
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import fixtures
 from nova.tests import fixtures as nova_fixtures
 import yaml
 
+from mlaccel.pool import members as pool_members
+from tests.functional.launcher import base
+from tests.functional.launcher import guest
 from tests.functional.launcher import httpapi
 from tests.functional.launcher import test_cli
 from tests.functional.pool import base as pool_base
@@ -45,7 +52,9 @@ class PooledLaunchCommandTest(pool_base.PoolTestCase):
         path = os.path.join(self.tmp, 'mlaccel.conf')
         conf = pool_base.mlaccel_conf.CONF
         with open(path, 'w') as stream:
-            stream.write('[mlaccel_pool]\nstate_dir = %s\n'
+            stream.write('[mlaccel_pool]\nstate_dir = %s\ninterval = 0.2\n'
+                         '[mlaccel_launcher]\nlisten_host = 127.0.0.1\n'
+                         'poll_interval = 0.5\n'
                          '[mlaccel_statebus]\nbackend_url = %s\n'
                          % (self.store_dir,
                             conf.mlaccel_statebus.backend_url))
@@ -78,3 +87,53 @@ class PooledLaunchCommandTest(pool_base.PoolTestCase):
         self.assertEqual(1, len(self._created_servers()))
         self.assertEqual(1, len(self.idle()))
         self.assert_only_members_left()
+
+    def _env(self):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith('OS_')}
+        env.update(OS_CLIENT_CONFIG_FILE=self.clouds_yaml, HOME=self.tmp,
+                   XDG_CONFIG_HOME=self.tmp)
+        return env
+
+    def _command(self, code, *args):
+        return subprocess.Popen(
+            [sys.executable, '-c', 'import sys; from mlaccel.pool import '
+             'cli; sys.exit(cli.%s(sys.argv[1:]))' % code] + list(args),
+            cwd=guest.REPO, env=self._env(), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+
+    def _finish(self, process, timeout=60):
+        # Polling with sleeps lets eventlet's hub serve the API meanwhile.
+        deadline = time.monotonic() + timeout
+        while process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if process.poll() is None:
+            process.kill()
+        out, err = process.communicate()
+        return process.returncode, out, err
+
+    def test_pool_create_and_manager_console_script(self):
+        conf = self._config()
+        status, out, err = self._finish(self._command(
+            'main', 'create', '--cloud', 'harness', '--image', base.IMAGE,
+            '--flavor', 'm1.tiny', '--preload', 'json', '--min', '1',
+            '--max', '2', '--config-file', conf))
+        self.assertEqual(0, status, err)
+        # Names resolved to ids: the key a launch of this kind looks for.
+        self.assertEqual(self.key, out.strip())
+        manager = self._command('manager_main', '--cloud', 'harness',
+                                '--config-file', conf)
+        try:
+            self._wait_until(lambda: len(self.idle()) == 1 or
+                             manager.poll() is not None, 'a warm member')
+            self.assertIsNone(manager.poll())
+        finally:
+            manager.send_signal(signal.SIGTERM)
+            status, _, err = self._finish(manager)
+        self.assertEqual(0, status, err)
+        self.assertIsNone(pool_members.idle_health(self.idle()[0]))
+        self.assert_only_members_left()
+        status, _, err = self._finish(self._command(
+            'manager_main', '--config-file', '/nonexistent.conf'))
+        self.assertEqual(2, status)
+        self.assertIn('nonexistent.conf', err)
