@@ -15,7 +15,9 @@ A pooled VM that fails its first submit is deleted and replaced by a fresh
 one (:meth:`Claimer.replace`). After the task, :meth:`Claimer.finish`
 returns each pooled member (with its
 current token) if the pool's reuse policy allows (fewer than ``max_tasks``
-tasks served, the task ended, no task process left), else deletes it.
+tasks served, the task ended, no task process left), else deletes it; a
+member the launch never gave its task (the launch failed first) goes back
+unused.
 """
 
 import concurrent.futures
@@ -248,32 +250,33 @@ class Claimer:
                 drop.append(vm)
             else:
                 keep.append(vm)
-        served = sum(vm.task_id is not None for vm in pooled)
+        served = {vm.server_id for vm in pooled if vm.task_id is not None}
         returned = []
         if keep:
             try:
-                returned = self._return(key, launch.launch_id, keep)
+                returned = self._return(key, launch.launch_id, keep, served)
             except pool_store.PoolUnavailable as exc:
                 LOG.warning('Pool %s unavailable (%s); deleting its members '
                             'instead of returning them', key, exc)
         drop += [vm for vm in keep if vm.server_id not in returned]
         self._forget(key, [{'server_id': vm.server_id} for vm in drop],
-                     served=served - len(returned))
+                     served=len(served - set(returned)))
         return {'returned': sorted(returned),
                 'retired': sorted(vm.server_id for vm in drop)}
 
     @staticmethod
     def _why_not_reusable(vm, max_tasks):
-        if vm.task is None:
+        ran = vm.task_id is not None
+        if ran and vm.task is None:
             return 'its task did not end'
-        if vm.pooled['tasks_before'] + 1 >= max_tasks:
-            return 'served %d tasks (at most %d)' % (
-                vm.pooled['tasks_before'] + 1, max_tasks)
+        tasks = vm.pooled['tasks_before'] + ran
+        if tasks >= max_tasks:
+            return 'served %d tasks (at most %d)' % (tasks, max_tasks)
         return pool_members.idle_health(
             {'address': vm.ready.address, 'cert_pem': vm.identity.cert_pem},
             token=vm.token)
 
-    def _return(self, key, launch_id, vms):
+    def _return(self, key, launch_id, vms, served):
         now = time.time()
         returned = []
         with self.store.transaction(key) as state:
@@ -281,10 +284,11 @@ class Claimer:
                 member = state['members'].get(vm.server_id)
                 if member is None or member['holder'] != launch_id:
                     continue   # reclaimed by the manager meanwhile
+                ran = vm.server_id in served
                 member.update(state=pool_store.IDLE, token=vm.token,
                               holder=None, claimed_at=None,
                               claim_deadline=None, idle_since=now,
-                              tasks=member['tasks'] + 1, health_failures=0)
-                state['stats']['tasks_served'] += 1
+                              tasks=member['tasks'] + ran, health_failures=0)
+                state['stats']['tasks_served'] += ran
                 returned.append(vm.server_id)
         return returned

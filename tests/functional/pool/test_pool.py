@@ -154,6 +154,23 @@ class PoolTest(pool_base.PoolTestCase):
         self.assertEqual(members, sorted(m['server_id'] for m in self.idle()))
         self.assert_only_members_left()
 
+    def test_member_goes_back_unused_when_the_launch_fails_first(self):
+        self.create_pool(1, 1)
+        self.manager().run_once()
+        member = self.idle()[0]['server_id']
+        # The fresh VM (named mlaccel-<launch>-1) fails to spawn.
+        self.useFixture(pool_base.fixtures.MonkeyPatch(
+            'tests.functional.launcher.guest.FAIL_SPAWN',
+            _Prefix('mlaccel-')))
+        result = self.launch(2)
+        self.assertEqual('failed', result['outcome'])
+        self.assertEqual([member], result['cleanup']['returned'])
+        idle = self.idle()
+        self.assertEqual([member], [m['server_id'] for m in idle])
+        self.assertEqual(0, idle[0]['tasks'])
+        self.assertEqual(0, self.state()['stats']['tasks_served'])
+        self.assertIsNone(pool_members.idle_health(idle[0]))
+
     def test_bus_down_creates_fresh_and_claims_nothing(self):
         self.create_pool(1, 1)
         self.manager().run_once()
