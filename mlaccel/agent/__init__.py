@@ -28,4 +28,10 @@ It runs beside nova-compute and is the producer of the node's host report
 - :mod:`~mlaccel.agent.service` is the daemon.
 """
 
+import warnings
+
 AGENT_VERSION = 'mlaccel-agent 1'
+
+# The agent runs on native threads; futurist imports eventlet only to offer
+# it, and eventlet warns at import. A daemon's stderr is for its own words.
+warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')

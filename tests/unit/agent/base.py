@@ -14,6 +14,7 @@
 
 import hashlib
 import os
+import time
 
 import fixtures
 import testtools
@@ -28,6 +29,17 @@ def image(image_id, data, **fields):
     fields.setdefault('hash_algo', 'sha512')
     fields.setdefault('hash_value', hashlib.sha512(data).hexdigest())
     return cachefile.ImageMeta(id=image_id, **fields)
+
+
+def wait_for(predicate, timeout=60):
+    """Poll ``predicate`` until it is true or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    return predicate()
 
 
 def chunks(data, size=4096):

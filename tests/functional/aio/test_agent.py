@@ -1,0 +1,197 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""mlaccel-agent's parts against the all-in-one cloud's Glance, Nova and
+RabbitMQ.
+
+Needs a running cloud (``python -m mlaccel.testing.aio up``) named by
+``$MLACCEL_AIO_BASE``; skipped otherwise. The agent's parts read the
+computes' own nova.conf files; images are made per test with bytes of
+their own, so no compute has them cached.
+"""
+
+import dataclasses
+import os
+import threading
+import time
+import uuid
+
+import fixtures
+import kombu
+import testtools
+
+from mlaccel.agent import builds
+from mlaccel.agent import cachefile
+from mlaccel.agent import cloud as agent_cloud
+from mlaccel.agent.fetchers import glance
+from mlaccel.agent.fetchers import nova_precache
+from mlaccel.agent import hot
+from mlaccel.agent import inventory
+from mlaccel.agent import notifications
+from mlaccel.agent import novaconf
+from mlaccel.testing.aio import fixture
+from mlaccel.testing.aio import procs
+from tests import fixtures as mlaccel_fixtures
+
+WAIT = 180
+
+
+class AgentOnCloudTest(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.aio = self.useFixture(fixture.RunningCloud())
+        self.lay = self.aio.layout
+        self.conn = self.aio.connect()
+        self.conf = self.useFixture(mlaccel_fixtures.Conf())
+        self.opts = self.conf.conf.mlaccel_agent
+        self.cloud = agent_cloud.Cloud(None, connect=lambda name: self.conn)
+        self.log = self.useFixture(fixtures.FakeLogger(name='mlaccel'))
+
+    def compute_settings(self, host):
+        etc = self.lay.path('etc', 'nova')
+        return novaconf.load([os.path.join(etc, 'nova.conf'),
+                              os.path.join(etc, 'compute-%s.conf' % host)])
+
+    def fresh_settings(self):
+        """A compute-like node of our own with an empty cache."""
+        root = self.useFixture(fixtures.TempDir()).path
+        path = os.path.join(root, 'nova.conf')
+        with open(path, 'w') as f:
+            f.write('[DEFAULT]\nhost = agent-test\nstate_path = %s\n'
+                    'force_raw_images = true\n' % root)
+        return novaconf.load([path])
+
+    def new_image(self, **properties):
+        data = os.urandom(256 * 1024) + uuid.uuid4().bytes
+        image = self.conn.image.create_image(
+            name='mlaccel-agent-test', data=data, disk_format='raw',
+            container_format='bare', **properties)
+        self.addCleanup(self.conn.image.delete_image, image,
+                        ignore_missing=True)
+        image = self.conn.image.wait_for_status(image, 'active', wait=WAIT)
+        return image, data
+
+    def fetcher(self, settings, cls=glance.GlanceFetcher):
+        cache = inventory.ImageCache(settings.cache_dir)
+        return cls(settings, self.opts, self.cloud, cache), cache
+
+    def boot(self, host, image_id):
+        server = self.conn.compute.create_server(
+            name='mlaccel-agent-test', image_id=image_id,
+            flavor_id=self.aio.cloud['flavor_id'], networks='none',
+            availability_zone='nova:%s' % host)
+        self.addCleanup(self.conn.compute.wait_for_delete, server,
+                        interval=0.5, wait=WAIT)
+        self.addCleanup(self.conn.compute.delete_server, server,
+                        ignore_missing=True)
+        return self.conn.compute.wait_for_server(server, interval=0.5,
+                                                 wait=WAIT)
+
+    def test_glance_download_verified_and_renamed_into_place(self):
+        image, data = self.new_image()
+        settings = self.fresh_settings()
+        fetcher, cache = self.fetcher(settings)
+        meta = cachefile.ImageMeta.from_glance(
+            self.conn.image.get_image(image.id))
+        self.assertTrue(meta.hash_value)
+        written = fetcher.fetch(meta, threading.Event())
+        with open(written.path, 'rb') as f:
+            self.assertEqual(data, f.read())
+        self.assertEqual(inventory.cache_name(image.id),
+                         os.path.basename(written.path))
+        self.assertIsNone(fetcher.fetch(meta, threading.Event()))
+        cache.learn([image.id])
+        cache.scan()
+        self.assertEqual(frozenset({image.id}), cache.image_ids())
+
+    def test_hash_mismatch_from_glance_leaves_nothing(self):
+        image, _ = self.new_image()
+        settings = self.fresh_settings()
+        fetcher, _ = self.fetcher(settings)
+        meta = dataclasses.replace(
+            cachefile.ImageMeta.from_glance(
+                self.conn.image.get_image(image.id)),
+            hash_value='0' * 128)
+        self.assertRaises(cachefile.Corrupt, fetcher.fetch, meta,
+                          threading.Event())
+        self.assertEqual([], os.listdir(settings.cache_dir))
+
+    def test_image_marked_hot_in_glance_is_listed(self):
+        marked, _ = self.new_image(mlaccel_hot='true')
+        plain, _ = self.new_image()
+        ids = [image.id for image in
+               hot.HotImages(self.opts, self.cloud).refresh()]
+        self.assertIn(marked.id, ids)
+        self.assertNotIn(plain.id, ids)
+
+    def test_prefetched_image_is_reused_by_nova_compute(self):
+        host = self.lay.compute_hosts()[-1]
+        image, _ = self.new_image()
+        settings = self.compute_settings(host)
+        fetcher, _ = self.fetcher(settings)
+        final = os.path.join(settings.cache_dir,
+                             inventory.cache_name(image.id))
+        self.addCleanup(lambda: os.path.exists(final) and os.unlink(final))
+        self.assertIsNotNone(fetcher.fetch(cachefile.ImageMeta.from_glance(
+            self.conn.image.get_image(image.id)), threading.Event()))
+        server = self.boot(host, image.id)
+        self.assertEqual(host, server.compute_host)
+        with open(procs.log_path(self.lay, 'nova-compute-' + host)) as f:
+            log = f.read()
+        self.assertIn('Image %s is cached on this host' % image.id, log)
+        self.assertNotIn('Fetched image %s' % image.id, log)
+
+    def test_nova_precache_fills_the_cache(self):
+        host = self.lay.compute_hosts()[-1]
+        aggregate = self.conn.compute.create_aggregate(
+            name='mlaccel-agent-%s' % uuid.uuid4().hex[:8])
+        self.addCleanup(self.conn.compute.delete_aggregate, aggregate)
+        self.conn.compute.add_host_to_aggregate(aggregate, host)
+        self.addCleanup(self.conn.compute.remove_host_from_aggregate,
+                        aggregate, host)
+        self.conf.set('mlaccel_agent', precache_aggregate=aggregate.name,
+                      fetch_timeout=WAIT)
+        image, data = self.new_image()
+        settings = self.compute_settings(host)
+        fetcher, _ = self.fetcher(settings, nova_precache.NovaPrecacheFetcher)
+        final = os.path.join(settings.cache_dir,
+                             inventory.cache_name(image.id))
+        self.addCleanup(lambda: os.path.exists(final) and os.unlink(final))
+        written = fetcher.fetch(cachefile.ImageMeta.from_glance(
+            self.conn.image.get_image(image.id)), threading.Event())
+        self.assertEqual(final, written.path)
+        with open(final, 'rb') as f:
+            self.assertEqual(data, f.read())
+
+    def test_listener_measures_builds_of_its_host(self):
+        host = self.lay.compute_hosts()[0]
+        settings = self.compute_settings(host)
+        tracker = builds.BuildTracker(initial=4)
+        pool = 'mlaccel-agent-test-%s' % uuid.uuid4().hex[:8]
+        listener = notifications.Listener(settings, pool, tracker)
+        self.addCleanup(self.delete_queue, pool)
+        listener.start()
+        self.addCleanup(listener.stop)
+        self.assertTrue(listener.connected.wait(60))
+        self.boot(host, self.aio.cloud['image_id'])
+        deadline = time.monotonic() + 60
+        while tracker.median_duration is None and \
+                time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertIsNotNone(tracker.median_duration)
+        self.assertEqual(0, tracker.in_flight)
+
+    def delete_queue(self, name):
+        url = self.lay.transport_url.replace('rabbit://', 'amqp://')
+        with kombu.Connection(url) as connection:
+            connection.default_channel.queue_delete(queue=name)
