@@ -68,6 +68,8 @@ class Mirror:
         self.stats = {'hit': 0, 'miss': 0, 'join': 0, 'degrade': 0,
                       'evict': 0, 'rebuild': 0, 'fill': 0, 'pool_hit': 0}
         self._stats_lock = threading.Lock()
+        self._active = 0
+        self._idle = threading.Condition()
         self.messages = message_api.API()
         self._context = None
 
@@ -128,6 +130,8 @@ class Mirror:
         if volume.size < golden.size_gb(image_meta):
             return None, False
         pin = self._prewarm_request(volume)
+        with self._idle:
+            self._active += 1
         try:
             missed = False
             self.pool.requested(image_id)
@@ -158,6 +162,10 @@ class Mirror:
                     context, message_field.Action.COPY_IMAGE_TO_VOLUME,
                     resource_uuid=volume.id,
                     detail=message_field.Detail.DRIVER_FAILED_CREATE)
+        finally:
+            with self._idle:
+                self._active -= 1
+                self._idle.notify_all()
 
     def _degrade(self, context, volume, image_id, e):
         self._count('degrade')
@@ -280,6 +288,15 @@ class Mirror:
         self.notifier.mirror(context, 'prewarm', image_meta['id'])
         self.pool.want(image_meta['id'])
         return True
+
+    def wait_idle(self, timeout):
+        """Wait until no request is being served (at most ``timeout`` s).
+
+        The ready pool refills in idle time, so its copies never slow the
+        requests of a burst.
+        """
+        with self._idle:
+            self._idle.wait_for(lambda: self._active == 0, timeout)
 
     def _prewarm_request(self, volume):
         """Whether ``volume`` is an operator's pre-warm request.

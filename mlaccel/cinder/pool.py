@@ -10,8 +10,9 @@ The pool of an image follows its demand: its target size is the number of
 requests for the image in the last ``pool_window`` seconds, halved, at most
 ``pool_size``; a pinned (pre-warmed) image keeps ``pool_size`` clones.
 Clones are made by one background thread per backend, never on a request's
-path. Pooled clones are owned by Cinder's internal tenant, like golden
-volumes; after a restart they are deleted, not restored.
+path, when no request is being served (or after ``IDLE_WAIT`` seconds).
+Pooled clones are owned by Cinder's internal tenant, like golden volumes;
+after a restart they are deleted, not restored.
 """
 
 import collections
@@ -24,6 +25,8 @@ from oslo_log import log as logging
 LOG = logging.getLogger(__name__)
 
 POOL_KEY = 'mlaccel_pool_image'
+# Seconds a refill waits for the requests in progress to finish.
+IDLE_WAIT = 30
 
 
 class ReadyPool:
@@ -123,6 +126,7 @@ class ReadyPool:
                 return
             if self.count(image_id) >= self.target(image_id, entry.pinned):
                 return
+            self.mirror.wait_idle(IDLE_WAIT)
             entry = self.mirror.cache.acquire(image_id, entry.version,
                                               count=False)
             if entry is None:
