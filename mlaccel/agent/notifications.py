@@ -73,11 +73,16 @@ def parse(publisher_id, event_type, payload, metadata):
 
 
 class Endpoint:
-    """oslo.messaging notification endpoint for one host's builds."""
+    """oslo.messaging notification endpoint for one host's builds.
 
-    def __init__(self, host, tracker):
+    :param on_image: called with the image id of every build of the host
+        (how the inventory learns the ids of images in demand).
+    """
+
+    def __init__(self, host, tracker, on_image=None):
         self.host = host
         self.tracker = tracker
+        self.on_image = on_image
         self.skipped = 0
 
     def info(self, ctxt, publisher_id, event_type, payload, metadata):
@@ -93,6 +98,9 @@ class Endpoint:
             return None
         if host != self.host:
             return None
+        image = payload['nova_object.data'].get('image_uuid')
+        if self.on_image is not None and isinstance(image, str) and image:
+            self.on_image(image)
         if event_type == CREATE_START:
             self.tracker.started(instance, when)
         else:
@@ -111,16 +119,17 @@ class Listener:
     :param pool: the pool (queue) name.
     :param tracker: the :class:`~mlaccel.agent.builds.BuildTracker`.
     :param url: a transport URL overriding nova.conf's (tests).
+    :param on_image: see :class:`Endpoint`.
     """
 
     MAX_BACKOFF = 60.0
 
-    def __init__(self, settings, pool, tracker, url=None):
+    def __init__(self, settings, pool, tracker, url=None, on_image=None):
         self.settings = settings
         self.conf = settings.conf
         self.url = url or settings.transport_url
         self.pool = pool
-        self.endpoint = Endpoint(settings.host, tracker)
+        self.endpoint = Endpoint(settings.host, tracker, on_image)
         self._listener = None
         #: The oslo.messaging transport, once connected.
         self.transport = None

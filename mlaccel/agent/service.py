@@ -99,7 +99,8 @@ class Agent:
                 self.listener = notifications.Listener(
                     self.settings, '%s-%s' % (opts.notification_pool,
                                               self.host),
-                    self.builds, url=url)
+                    self.builds, url=url,
+                    on_image=lambda image: self.cache.learn([image]))
         self.publisher = statebus_publisher.Publisher(self.host, conf)
         self.reporter = agent_report.Reporter(
             self.publisher, self.report, self._scan, opts.report_interval,

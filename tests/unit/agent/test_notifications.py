@@ -27,11 +27,12 @@ from tests.unit.agent import base
 UUIDS = ['00000000-0000-0000-0000-%012d' % i for i in range(5)]
 
 
-def payload(uuid, host):
+def payload(uuid, host, image='image-1'):
     return {'nova_object.name': 'InstanceCreatePayload',
             'nova_object.namespace': 'nova',
             'nova_object.version': '1.12',
-            'nova_object.data': {'uuid': uuid, 'host': host}}
+            'nova_object.data': {'uuid': uuid, 'host': host,
+                                 'image_uuid': image}}
 
 
 class ListenerTest(base.NodeTestCase):
@@ -42,8 +43,10 @@ class ListenerTest(base.NodeTestCase):
     def setUp(self):
         super().setUp()
         self.tracker = builds.BuildTracker(initial=4)
+        self.images = []
         self.listener = notifications.Listener(
-            self.settings, 'mlaccel-agent-cmp1', self.tracker)
+            self.settings, 'mlaccel-agent-cmp1', self.tracker,
+            on_image=self.images.append)
         self.listener.start()
         self.addCleanup(self.listener.stop)
         self.assertTrue(self.listener.connected.wait(30))
@@ -69,6 +72,8 @@ class ListenerTest(base.NodeTestCase):
         mine.error({}, 'instance.create.error', payload(UUIDS[1], 'cmp1'))
         self.assertTrue(self.wait_for(lambda: self.tracker.in_flight == 0))
         self.assertIsNotNone(self.tracker.median_duration)
+        # The images in demand on this host, for the inventory's names.
+        self.assertEqual(['image-1'] * 4, self.images)
 
     def test_unparsable_notification_logged_and_skipped(self):
         mine = self.notifier('cmp1')
