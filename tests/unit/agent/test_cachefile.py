@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import threading
 
+import fixtures
 from oslo_concurrency import lockutils
 import testtools
 
@@ -94,6 +95,26 @@ class WriteTest(base.NodeTestCase):
         exc = self.assertRaises(cachefile.NoRoom, self.write,
                                 base.image('img', DATA), headroom=free)
         self.assertIn('headroom', str(exc))
+        self.assertEqual([], self.cache_files())
+
+    def test_disk_filled_by_others_during_download_abandons(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'mlaccel.agent.cachefile.CHECK_EVERY', 4096))
+        filler = os.path.join(self.root, 'filler')
+        headroom = shutil.disk_usage(self.root).free - len(DATA) - (8 << 20)
+
+        def chunks():
+            yield DATA[:4096]
+            # Someone else takes 64 MiB meanwhile.
+            with open(filler, 'wb') as f:
+                f.write(b'\0' * (64 << 20))
+                f.flush()
+                os.fsync(f.fileno())
+            yield DATA[4096:]
+        exc = self.assertRaises(cachefile.NoRoom, cachefile.write,
+                                self.settings, base.image('img', DATA),
+                                chunks, headroom)
+        self.assertIn('filled past the headroom', str(exc))
         self.assertEqual([], self.cache_files())
 
     def test_stop_abandons_and_cleans(self):
