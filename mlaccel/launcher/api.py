@@ -463,7 +463,10 @@ class Launch:
 
     def _submit(self, vm):
         try:
-            return self._client(vm).submit(self.spec.task)
+            # A pooled VM's daemon is still connected from its hand-over.
+            held = vm.pooled.pop('client', None) if vm.pooled else None
+            with held or self._client(vm) as client:
+                return client.submit(self.spec.task)
         except Exception:
             if vm.pooled is None:
                 raise

@@ -106,12 +106,12 @@ class Claimer:
                 max(1, min(len(taken), 16)),
                 thread_name_prefix='mlaccel-claim') as workers:
             handed = list(workers.map(self._hand_over, taken))
-        failed = [m for m, token in zip(taken, handed) if token is None]
+        failed = [m for m, conn in zip(taken, handed) if conn is None]
         if failed:
             self._forget(key, failed)
-        got = [(m, token) for m, token in zip(taken, handed) if token]
-        for vm, (member, token) in zip(launch.vms, got):
-            self._assign(vm, member, token, key,
+        got = [(m, conn) for m, conn in zip(taken, handed) if conn]
+        for vm, (member, conn) in zip(launch.vms, got):
+            self._assign(vm, member, conn, key,
                          (image_id, flavor_id, group_id))
         LOG.info('Launch %s: %d of %d VMs from warm pool %s',
                  launch.launch_id, len(got), count, key)
@@ -119,6 +119,9 @@ class Claimer:
 
     def _hand_over(self, member):
         """Give the member's daemon a fresh token; ``None`` on failure.
+
+        Returns the client that did it, still connected, for the first
+        submit.
 
         The server must also be one this project sees, ACTIVE: a member is
         only ever claimed by its own project. Nova is asked while the token
@@ -129,20 +132,19 @@ class Claimer:
                                    args=(member,), daemon=True,
                                    name='mlaccel-claim-check')
         checked.start()
+        conn = pool_members.connect(member)
         try:
-            token = secrets.token_urlsafe(32)
-            with pool_members.connect(member) as conn:
-                conn.rekey(token)
+            conn.rekey(secrets.token_urlsafe(32))
         except Exception as exc:
-            token = None
             member['problem'] = 'its daemon: %s' % exc
         checked.join()
-        if token is None or member.get('problem'):
+        if member.get('problem'):
+            conn.close()
             LOG.warning('Pool member %s could not be handed over (%s); '
                         'deleting it', member['server_id'],
-                        member.get('problem'))
+                        member['problem'])
             return None
-        return token
+        return conn
 
     def _check_server(self, member):
         try:
@@ -207,10 +209,11 @@ class Claimer:
         return launch._client(vm).submit(launch.spec.task)
 
     @staticmethod
-    def _assign(vm, member, token, key, ids):
+    def _assign(vm, member, conn, key, ids):
         claimed = member['claimed_at']
+        token = conn.token
         vm.pooled = {'pool': key, 'server_id': member['server_id'],
-                     'ids': ids,
+                     'ids': ids, 'client': conn,
                      'name': member['name'], 'claimed_at': claimed,
                      'tasks_before': member['tasks']}
         vm.server_id = member['server_id']
@@ -237,6 +240,10 @@ class Claimer:
         pooled = [vm for vm in launch.vms if vm.pooled]
         if not pooled:
             return {}
+        for vm in pooled:
+            held = vm.pooled.pop('client', None)
+            if held is not None:
+                held.close()
         key = pooled[0].pooled['pool']
         try:
             max_tasks = self.store.read(key)['max_tasks']

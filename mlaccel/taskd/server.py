@@ -212,6 +212,9 @@ class Server:
         is cut off: a flood of peers without the token must outpace a
         real client's handshake to keep it out.
         """
+        # Replies are small writes after TLS's own (session tickets): sent
+        # at once, not held back until the client's delayed ACK.
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         fd = conn.fileno()
         with self._lock:
             if len(self._pending) >= self.conf.max_connections:
