@@ -57,6 +57,9 @@ def _case(runs, gap):
                     **pool_base.LAUNCH_OPTIONS)
                 fresh.append(_first_step(result, started))
             self.create_pool(1, 2, max_tasks=runs + 1)
+            # A round every few seconds, as deployed: a round in the middle
+            # of a launch competes with it for this process's CPU.
+            self.flags(interval=5.0, group='mlaccel_pool')
             manager = self.manager()
             thread = threading.Thread(target=manager.run, daemon=True)
             thread.start()
