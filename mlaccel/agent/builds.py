@@ -63,6 +63,8 @@ class BuildTracker:
         self._durations = collections.deque(maxlen=_DURATIONS)
         self._first = None
         self._generation = 0
+        #: Builds seen completing successfully since the agent started.
+        self.completed = 0
 
     @property
     def generation(self):
@@ -90,6 +92,7 @@ class BuildTracker:
             if ok:
                 self._first = when if self._first is None else self._first
                 self._ends.append(when)
+                self.completed += 1
             if began is None:
                 self._generation += 1
                 return  # started before the agent listened
