@@ -38,7 +38,9 @@ from mlaccel.agent import prefetch
 from mlaccel.agent import report as agent_report
 from mlaccel import conf as mlaccel_conf
 from mlaccel.conf import agent as agent_conf
+from mlaccel.statebus import keys
 from mlaccel.statebus import publisher as statebus_publisher
+from mlaccel.statebus import url as bus_url
 
 LOG = logging.getLogger(__name__)
 
@@ -101,7 +103,8 @@ class Agent:
                                               self.host),
                     self.builds, url=url,
                     on_image=lambda image: self.cache.learn([image]))
-        self.publisher = statebus_publisher.Publisher(self.host, conf)
+        self.publisher = statebus_publisher.Publisher(
+            self.host, conf, key=_host_key(conf))
         self.reporter = agent_report.Reporter(
             self.publisher, self.report, self._scan, opts.report_interval,
             opts.scan_interval, conf)
@@ -154,6 +157,25 @@ class Agent:
         self.reporter.stop()
         self.cloud.close()
         LOG.info('mlaccel-agent of host %s stopped', self.host)
+
+
+def _host_key(conf):
+    """Check the bus URL and read this host's key (``None``: unsigned).
+
+    :raises ConfigError: for a URL no backend serves or a bad key file.
+    """
+    opts = conf.mlaccel_statebus
+    try:
+        bus_url.tooz_url(opts.backend_url)
+    except bus_url.BackendError as exc:
+        raise ConfigError('[mlaccel_statebus] backend_url: %s'
+                          % bus_url.redact(exc, opts.backend_url))
+    if not opts.host_key_file:
+        return None
+    try:
+        return keys.read_host_key(opts.host_key_file)
+    except keys.KeyFileError as exc:
+        raise ConfigError('[mlaccel_statebus] host_key_file: %s' % exc)
 
 
 def parse_args(argv, conf=None):

@@ -116,6 +116,23 @@ class ServiceTest(base.NodeTestCase):
         self.assertIn('mlaccel-agent: error:', lines[0])
         self.assertIn('does not exist', lines[0])
 
+    def test_bad_bus_url_and_key_file_are_one_line(self):
+        for extra, expected in (
+                ('[mlaccel_statebus]\nbackend_url = nope://x:secretpw@h\n',
+                 'backend_url'),
+                ('[mlaccel_statebus]\nhost_key_file = %s\n'
+                 % os.path.join(self.root, 'missing.key'), 'host_key_file')):
+            self.write_conf()
+            with open(self.mlaccel_conf, 'a') as f:
+                f.write(extra)
+            agent = self.spawn()
+            _, err = agent.communicate(timeout=60)
+            self.assertEqual(2, agent.returncode)
+            lines = err.decode().strip().splitlines()
+            self.assertEqual(1, len(lines), lines)
+            self.assertIn(expected, lines[0])
+            self.assertNotIn('secretpw', lines[0])
+
     def test_unknown_fetcher_is_one_line(self):
         self.write_conf('fetcher = bogus\ncloud = somecloud\n')
         agent = self.spawn()
