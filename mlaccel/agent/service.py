@@ -111,6 +111,7 @@ class Agent:
         if self.prefetcher is not None:
             self.prefetcher.on_change = self.reporter.wake.set
         self._next_names = 0.0
+        self._naming = None
 
     def report(self):
         return agent_report.assemble(
@@ -123,16 +124,25 @@ class Agent:
         self._name_unknown()
 
     def _name_unknown(self):
-        """Map cache entries without a known id through Glance (rarely)."""
+        """Map cache entries without a known id through Glance (rarely).
+
+        In a thread of its own: a slow Glance must not delay the report.
+        """
         if not self.cache.unknown_names() or not self.cloud.configured or \
-                time.monotonic() < self._next_names:
+                time.monotonic() < self._next_names or \
+                (self._naming is not None and self._naming.is_alive()):
             return
         self._next_names = time.monotonic() + self.opts.hot_refresh_interval
-        try:
-            self.cache.learn(self.hot.all_ids())
-        except Exception as exc:
-            LOG.warning('Cannot list images in Glance to name cache '
-                        'entries: %s', exc)
+
+        def name():
+            try:
+                self.cache.learn(self.hot.all_ids())
+            except Exception as exc:
+                LOG.warning('Cannot list images in Glance to name cache '
+                            'entries: %s', exc)
+        self._naming = threading.Thread(target=name, daemon=True,
+                                        name='mlaccel-agent-names')
+        self._naming.start()
 
     def start(self):
         """Clean up after an earlier run and start every thread."""

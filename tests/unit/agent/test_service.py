@@ -172,6 +172,11 @@ class AgentFaultsTest(base.NodeTestCase):
                 project_domain_id='default', load_yaml_config=False,
                 load_envvars=False)
         glance = agent_cloud.Cloud(None, connect=connect)
+        # A cache entry no known id names: Glance would be asked.
+        os.makedirs(self.settings.cache_dir)
+        with open(os.path.join(self.settings.cache_dir,
+                               inventory.cache_name('unknown')), 'wb'):
+            pass
         agent = service.Agent(conf.conf, cloud=glance)
         agent.start()
         self.addCleanup(agent.stop)
@@ -185,6 +190,8 @@ class AgentFaultsTest(base.NodeTestCase):
         self.assertTrue(base.wait_for(
             lambda: 'Cannot read hot images from Glance'
             in self.log.output))
+        self.assertTrue(base.wait_for(
+            lambda: 'Cannot list images in Glance' in self.log.output))
         bus.server.kill()
         agent.builds.started('b1', time.time())
         self.assertTrue(base.wait_for(
