@@ -74,7 +74,8 @@ class AgentOnCloudTest(testtools.TestCase):
     def new_image(self, **properties):
         data = os.urandom(256 * 1024) + uuid.uuid4().bytes
         image = self.conn.image.create_image(
-            name='mlaccel-agent-test', data=data, disk_format='raw',
+            name='mlaccel-agent-test-%s' % uuid.uuid4().hex[:8], data=data,
+            disk_format='raw',
             container_format='bare', **properties)
         self.addCleanup(self.conn.image.delete_image, image,
                         ignore_missing=True)
