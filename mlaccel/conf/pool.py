@@ -79,7 +79,9 @@ OPTS = [
         default=5.0,
         min=0.1,
         help='Seconds an idle member\'s task daemon has to answer a health '
-             'check.'),
+             'check, and a claimed member\'s daemon to take its new token '
+             '(a launch waits at most this long for a member whose daemon '
+             'hangs, then creates that VM fresh).'),
     cfg.IntOpt(
         'health_failures',
         default=2,

@@ -56,15 +56,16 @@ class Claimer:
 
     :param store: the :class:`~mlaccel.pool.store.PoolStore`.
     :param conn: the project's ``openstack.connection.Connection``.
-    :param arrival_window: seconds of arrivals the sizing looks at; older
-        ones are dropped when a claim records a new one.
+    :param timeout: seconds a member's daemon has to take its new token; a
+        daemon that hangs costs the launch at most this, then the VM is
+        created fresh.
     """
 
-    def __init__(self, store, conn, project_id=None, arrival_window=3600.0):
+    def __init__(self, store, conn, project_id=None, timeout=5.0):
+        self.timeout = timeout
         self.store = store
         self.conn = conn
         self.project_id = project_id or project_of(conn)
-        self.arrival_window = arrival_window
 
     def spec_for(self, launch, image_id, flavor_id, group_id):
         return pool_spec.PoolSpec(
@@ -132,7 +133,7 @@ class Claimer:
                                    args=(member,), daemon=True,
                                    name='mlaccel-claim-check')
         checked.start()
-        conn = pool_members.connect(member)
+        conn = pool_members.connect(member, timeout=self.timeout)
         try:
             conn.rekey(secrets.token_urlsafe(32))
         except Exception as exc:

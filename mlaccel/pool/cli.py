@@ -109,8 +109,7 @@ def claimer(conf, conn):
     store = open_store(conf)
     if not group.claim or not store.keys():
         return None
-    return claims.Claimer(store, conn,
-                          arrival_window=group.arrival_window)
+    return claims.Claimer(store, conn, timeout=group.health_timeout)
 
 
 def _networks(conn, network):

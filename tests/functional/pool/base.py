@@ -63,8 +63,10 @@ class PoolTestCase(base.LauncherTestCase):
             **dict(LAUNCH_OPTIONS, **kwargs))
 
     def claimer(self, store=None):
-        return claims.Claimer(store or self.store, self.conn,
-                              project_id=nova_fixtures.PROJECT_ID)
+        return claims.Claimer(
+            store or self.store, self.conn,
+            project_id=nova_fixtures.PROJECT_ID,
+            timeout=mlaccel_conf.CONF.mlaccel_pool.health_timeout)
 
     def launch(self, count, store=None, **kwargs):
         kwargs.setdefault('timeout', 60)

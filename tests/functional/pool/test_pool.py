@@ -5,6 +5,7 @@ Run with stestr or ``python -m testtools.run`` (not pytest), with
 eventlet.
 """
 
+import signal
 import threading
 import time
 
@@ -222,6 +223,45 @@ class PoolTest(pool_base.PoolTestCase):
         self.assertEqual(1, len(idle))
         self.assertNotEqual(dead, idle[0]['server_id'])
         self.assertIsNone(pool_members.idle_health(idle[0]))
+        self.assert_only_members_left()
+
+    def test_hung_daemon_is_never_handed_out_and_is_replaced(self):
+        self.flags(health_timeout=1.0, group='mlaccel_pool')
+        self.create_pool(1, 1)
+        manager = self.manager()
+        manager.run_once()
+        hung = self.idle()[0]['server_id']
+        process, _ = guest.GUESTS[hung]
+        process.send_signal(signal.SIGSTOP)
+        self.addCleanup(process.send_signal, signal.SIGCONT)
+        # A launch meanwhile: the claim's hand-over times out, the VM is
+        # created fresh, the task runs.
+        result = self.launch(1)
+        self.assertEqual('succeeded', result['outcome'], result['error'])
+        self.assertNotEqual(hung, result['vms'][0]['server_id'])
+        self.assertNotIn(hung, self.state()['members'])
+        process.send_signal(signal.SIGCONT)
+        self.wait_servers(lambda found: hung not in found,
+                          'the hung member deleted')
+        # And the manager refills.
+        manager.run_once()
+        self.assertEqual(1, len(self.idle()))
+        self.assert_only_members_left()
+
+    def test_hung_idle_daemon_is_detected_by_the_manager(self):
+        self.flags(health_timeout=1.0, group='mlaccel_pool')
+        self.create_pool(1, 1)
+        manager = self.manager()
+        manager.run_once()
+        hung = self.idle()[0]['server_id']
+        process, _ = guest.GUESTS[hung]
+        process.send_signal(signal.SIGSTOP)
+        self.addCleanup(process.send_signal, signal.SIGCONT)
+        manager.run_once()
+        process.send_signal(signal.SIGCONT)
+        idle = self.idle()
+        self.assertEqual(1, len(idle))
+        self.assertNotEqual(hung, idle[0]['server_id'])
         self.assert_only_members_left()
 
     def test_member_failing_its_first_submit_is_replaced(self):
