@@ -112,15 +112,9 @@ def claimer(conf, conn):
     return claims.Claimer(store, conn, timeout=group.health_timeout)
 
 
-def _networks(conn, network):
-    if network in ('none', 'auto'):
-        return network
-    if not uuidutils.is_uuid_like(network):
-        network = conn.network.find_network(network, ignore_missing=False).id
-    return [{'uuid': network}]
-
-
 def _create(conf, conn, store, args):
+    # As "mlaccel launch" resolves them, so that its launches find the pool.
+    from mlaccel.cmd import launch as launch_cmd
     image = args.image
     if not uuidutils.is_uuid_like(image):
         image = conn.image.find_image(image, ignore_missing=False).id
@@ -134,7 +128,8 @@ def _create(conf, conn, store, args):
         m.strip() for m in args.preload.split(',') if m.strip()]
     spec = pool_spec.PoolSpec(
         claims.project_of(conn), image, flavor, preload=preload,
-        server_group_id=group, network=_networks(conn, args.network),
+        server_group_id=group,
+        network=launch_cmd._networks(conn, args.network),
         taskd_port=args.taskd_port or launcher.taskd_port)
     state = pool_store.new_state(
         spec, args.min_size, args.max_size,
