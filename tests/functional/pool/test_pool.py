@@ -352,9 +352,25 @@ class PoolTest(pool_base.PoolTestCase):
         result = self.launch(2)
         self.assertEqual('succeeded', result['outcome'], result['error'])
         self.assertEqual(2, len(result['cleanup']['deleted']))
-        self.wait_servers(lambda found: all(
-            s.status == 'ERROR' for s in found.values()) or not found,
-            'only failed servers left')
+        # The refused members were deleted too: nothing is left.
+        self.wait_servers(lambda found: not found, 'every server gone')
+
+    def test_over_quota_the_pool_stops_growing_and_serves_what_it_has(self):
+        self.flags(instances=2, group='quota')
+        self.flags(refill_parallelism=1, group='mlaccel_pool')
+        self.create_pool(3, 3)
+        manager = self.manager()
+        manager.run_once()
+        state = self.state()
+        self.assertEqual(2, len(state['members']))
+        self.assertEqual(1, state['stats']['create_failures'])
+        manager.run_once()   # backing off: no new attempt
+        self.assertEqual(1, self.state()['stats']['create_failures'])
+        result = self.launch(2)
+        self.assertEqual('succeeded', result['outcome'], result['error'])
+        self.assertEqual(sorted(state['members']),
+                         result['cleanup']['returned'])
+        self.assert_only_members_left()
 
 
 class _Prefix(set):
