@@ -137,3 +137,29 @@ class PooledLaunchCommandTest(pool_base.PoolTestCase):
             'manager_main', '--config-file', '/nonexistent.conf'))
         self.assertEqual(2, status)
         self.assertIn('nonexistent.conf', err)
+
+    def test_manager_killed_mid_refill_leaves_no_orphan(self):
+        self.create_pool(3, 3)
+        manager = self._command('manager_main', '--cloud', 'harness',
+                                '--config-file', self._config())
+        try:
+            # Killed once Nova has its first member, before any is recorded.
+            self._wait_until(lambda: self.servers() or
+                             manager.poll() is not None, 'a first member')
+            manager.kill()
+            self._finish(manager)
+        finally:
+            if manager.poll() is None:
+                manager.kill()
+        self.assertEqual(-signal.SIGKILL, manager.returncode)
+        made = set(self.servers())
+        recorded = set(self.state()['members'])
+        self.assertTrue(made - recorded)
+        # A new manager reconciles: the unrecorded ones are deleted, the
+        # pool is refilled, each member counted once.
+        self.manager().run_once()
+        state = self.state()
+        self.assertEqual(3, len(state['members']))
+        self.assertFalse(set(state['members']) & (made - recorded))
+        self.assertEqual(3, state['stats']['created'])
+        self.assert_only_members_left()
