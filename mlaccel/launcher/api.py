@@ -144,6 +144,8 @@ class _VM:
         return {
             'name': self.name, 'server_id': self.server_id,
             'status': self.status, 'fault': self.fault,
+            # A warm pool's member (its pool's key), or None: created fresh.
+            'pool': self.pooled['pool'] if self.pooled else None,
             'address': self.ready.address if self.ready else None,
             'ready': self.ready.to_dict() if self.ready else None,
             'task_id': self.task_id, 'state': task.get('state'),

@@ -40,6 +40,8 @@ class PoolTest(pool_base.PoolTestCase):
         self.assertEqual({'succeeded'}, {vm['state'] for vm in result['vms']})
         for vm in result['vms']:
             durations = vm['timeline']['durations']
+            self.assertEqual(self.key if vm['server_id'] in before else None,
+                             vm['pool'])
             if vm['server_id'] in before:
                 # Claim to first step is the pooled VM's buffering.
                 self.assertEqual(0, durations['scheduling'])
