@@ -11,7 +11,8 @@ bin=$(tools/bootstrap.sh) || { echo "bootstrap failed" >&2; exit 1; }
 export PATH="$bin:$PATH"
 
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(py3 functional functional-eventlet aio pep8 genconfig-check)
+[ ${#suites[@]} -gt 0 ] || suites=(py3 functional functional-eventlet functional-cinder
+                                  functional-cinder-eventlet aio pep8 genconfig-check)
 
 passed=0
 failed=0
@@ -22,7 +23,7 @@ status=0
 count_stestr() {
     local out p f s
     # stestr last exits non-zero when the run had failures: read its output.
-    out=$(".tox/$1/bin/stestr" last 2>/dev/null)
+    out=$(tox exec -qq -e "$1" -- stestr last 2>/dev/null)
     if ! grep -q '^ - Passed:' <<<"$out"; then
         failed=$((failed + 1))
         return
@@ -55,7 +56,7 @@ for env in "${suites[@]}"; do
              "torch...); all suites together take about 10 minutes and 6 GB of disk."
     fi
     case $env in
-    py3|functional|functional-eventlet)
+    py3|functional*)
         rm -rf .stestr
         tox -e "$env" || status=1
         count_stestr "$env"
