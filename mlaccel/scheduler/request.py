@@ -67,7 +67,9 @@ class RequestView:
     def remember(self, hosts, host_reports, aggregated):
         """Keep what one pass over ``hosts`` found.
 
-        :param host_reports: the report (or ``None``) of each host.
+        :param host_reports: the report (as its
+            :class:`~mlaccel.statebus.reader.Entry`, or ``None``) of each
+            host.
         :param aggregated: the positions of the hosts in an aggregate.
         """
         self._hosts = hosts
@@ -83,7 +85,7 @@ class RequestView:
         if known is not None and len(known) == len(hosts) and all(
                 map(operator.is_, hosts, known)):
             return self._host_reports, self._aggregated
-        get = self.reports.get
+        get = self.reports.entry
         reports, aggregated = [], []
         for i, host_state in enumerate(hosts):
             reports.append(get(host_state.host))

@@ -27,22 +27,77 @@ from mlaccel.statebus import signing
 LOG = logging.getLogger(__name__)
 
 
+class Entry:
+    """What the scheduler reads of one host's report, in one small object.
+
+    A refresh makes the entries of the reports it changed one after the
+    other, so that entries sit together in memory: at ten thousand hosts a
+    request touches one compact object per host instead of several objects
+    per report, scattered across the heap by the decoding.
+    Attributes are those of the :class:`~mlaccel.hostreport.HostReport`
+    (``report``) that the cost model reads.
+    """
+
+    __slots__ = ('host', 'timestamp', 'build_limit', 'builds_in_flight',
+                 'cached_images', 'fetch_bandwidth', 'build_throughput',
+                 'warm_slots', 'report')
+
+    def __init__(self, host, report):
+        # Fresh copies (``x + 0.0``, a new frozenset), made in one burst
+        # with the entry itself.
+        self.host = host
+        self.timestamp = report.timestamp + 0.0
+        self.build_limit = report.build_limit
+        self.builds_in_flight = report.builds_in_flight
+        self.cached_images = frozenset(tuple(report.cached_images))
+        self.fetch_bandwidth = report.fetch_bandwidth + 0.0
+        self.build_throughput = report.build_throughput + 0.0
+        self.warm_slots = report.warm_slots
+        self.report = report
+
+
+def entries_of(reports, old=None):
+    """``{host: Entry}`` of ``{host: HostReport}``.
+
+    The entry of an unchanged report is taken from ``old``; the others are
+    made in one burst.
+    """
+    entries = {}
+    old = old or {}
+    for host, report in reports.items():
+        entry = old.get(host)
+        if entry is not None and entry.report is report:
+            entries[entry.host] = entry
+            continue
+        # A new string per key, made here too: a lookup compares the key.
+        host = host.encode('utf-8', 'surrogatepass').decode(
+            'utf-8', 'surrogatepass')
+        entries[host] = Entry(host, report)
+    return entries
+
+
 class Snapshot:
     """The reports as of one refresh, judged fresh against one clock read."""
 
-    __slots__ = ('reports', 'now', 'max_age')
+    __slots__ = ('reports', 'entries', 'now', 'max_age')
 
-    def __init__(self, reports, now, max_age):
+    def __init__(self, reports, now, max_age, entries=None):
         self.reports = reports
+        self.entries = entries_of(reports) if entries is None else entries
         self.now = now
         self.max_age = max_age
 
     def get(self, host):
         """The host's report, or ``None`` if it has none or it is stale."""
-        report = self.reports.get(host)
-        if report is None or self.now - report.timestamp > self.max_age:
+        entry = self.entry(host)
+        return None if entry is None else entry.report
+
+    def entry(self, host):
+        """The host's :class:`Entry`, or ``None`` (no fresh report)."""
+        entry = self.entries.get(host)
+        if entry is None or self.now - entry.timestamp > self.max_age:
             return None
-        return report
+        return entry
 
     def __len__(self):
         return len(self.reports)
@@ -76,7 +131,8 @@ class ReportCache:
                        else statebus.group_id(self.conf))
         self._verifier = None
         self._key_error = None
-        self._reports = {}
+        # (reports, entries) of the last refresh, swapped as one.
+        self._state = ({}, {})
         self._accepted = {}
         self._rejected = {}
         self._logged = {}
@@ -98,8 +154,9 @@ class ReportCache:
 
     def current(self, now=None):
         """The reports as of the last refresh, starting no thread."""
-        return Snapshot(self._reports, time.time() if now is None else now,
-                        self._opts.report_max_age)
+        reports, entries = self._state
+        return Snapshot(reports, time.time() if now is None else now,
+                        self._opts.report_max_age, entries)
 
     def start(self):
         """Start the refresh thread if it is not running (thread-safe)."""
@@ -185,7 +242,8 @@ class ReportCache:
             self.load(members)
 
     def _clear(self):
-        self._reports, self._accepted, self._rejected = {}, {}, {}
+        self._state = ({}, {})
+        self._accepted, self._rejected = {}, {}
 
     def _load_key(self):
         if self._verifier is not None:
@@ -232,7 +290,7 @@ class ReportCache:
     def _load(self, members, now):
         if self._verifier is None:
             self._load_key()
-        old_reports, old_accepted = self._reports, self._accepted
+        old_reports, old_accepted = self._state[0], self._accepted
         old_rejected = self._rejected
         reports, accepted, rejected, logged = {}, {}, {}, {}
         rejections = []
@@ -263,7 +321,8 @@ class ReportCache:
         self._log_rejections(rejections, logged, now)
         # Swapped by reference: readers hold whole, consistent dicts.
         self._accepted, self._rejected = accepted, rejected
-        self._reports, self._logged = reports, logged
+        self._state = (reports, entries_of(reports, self._state[1]))
+        self._logged = logged
 
     def _check(self, source, raw, now):
         """The report in ``raw`` from member ``source``, or ValueError."""

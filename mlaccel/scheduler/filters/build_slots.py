@@ -110,12 +110,13 @@ class BuildSlotFilter(filters.BaseHostFilter):
         A host passes with a build slot left, or without a limit, or without
         a report if ``build_slot_fail_open``. ``reports`` holds each passing
         host's report, ``aggregated`` the positions of those in an
-        aggregate, and the free slots are those of the passing hosts,
+        aggregate (each report as its :class:`~mlaccel.statebus.reader.Entry`),
+        and the free slots are those of the passing hosts,
         infinite if one has no limit.
         """
         opts = self.conf.mlaccel_scheduler
         cap, fail_open = opts.max_builds_per_host, opts.build_slot_fail_open
-        get, placed = view.reports.get, view.placed
+        get, placed = view.reports.entry, view.placed
         kept, reports, aggregated, slots = [], [], [], 0
         keep, keep_report = kept.append, reports.append
         for host_state in hosts:
