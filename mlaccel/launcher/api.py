@@ -154,6 +154,8 @@ class _VM:
             'nova': self.nova,
             'observed': {
                 'requested': self.requested,
+                'claimed': self.pooled['claimed_at'] if self.pooled
+                else None,
                 'notified': self.notified,
                 'nova': self.nova,
                 'active_seen': self.active_seen,

@@ -24,6 +24,10 @@ its ``shifted`` says by how much. The raw observations stay in the record
 under ``observed``:
 
 - ``requested``, ``active_seen``, ``ready_received``: the launcher's clock;
+- ``claimed``: for a VM taken from a warm pool, the launcher's clock when
+  it claimed it, which is then its requested, scheduled and active time
+  (scheduling and creation take no time; buffering runs from the claim to
+  the first step); ``None`` for a VM created fresh;
   ``poll_interval``: seconds between its status polls;
 - ``notified``: :meth:`mlaccel.launcher.events.InstanceEvents.times`, or
   ``None`` without a notification listener;
@@ -44,6 +48,9 @@ _USEC = nova_events.PRECISION
 
 def _candidates(observed):
     """``{event: [(time, Boundary), ...]}``, best source first."""
+    claimed = observed.get('claimed')
+    if claimed is not None:
+        return _claimed(claimed, _candidates(dict(observed, claimed=None)))
     notified = observed.get('notified') or {}
     nova = observed.get('nova') or {}
     coarse = nova.get('precision') or 1.0
@@ -81,6 +88,18 @@ def _candidates(observed):
             (observed.get('finished_at'), lifecycle.Boundary(
                 lifecycle.TASKD, 'task process ended', _USEC))],
     }
+
+
+def _claimed(claimed, candidates):
+    """A warm pool member's: requested, scheduled and active at its claim.
+
+    Its server was made long before the launch; what the launch waits for
+    is the claim, then the task's start: its buffering.
+    """
+    return dict(candidates, **{
+        event: [(claimed, lifecycle.Boundary(
+            lifecycle.LAUNCHER, 'claimed from a warm pool', _USEC))]
+        for event in ('requested', 'scheduled', 'active')})
 
 
 def _preferred():
