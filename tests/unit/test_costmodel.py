@@ -15,11 +15,11 @@
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
-import testtools
 
 from mlaccel import costmodel
 from mlaccel import hostreport
 from tests import fixtures as mlaccel_fixtures
+from tests import testcase
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2
@@ -34,7 +34,7 @@ def start(image_id='img', image_size=GIB, warm_start=True):
     return costmodel.StartRequest(image_id, image_size, warm_start)
 
 
-class TestCostModel(testtools.TestCase):
+class TestCostModel(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

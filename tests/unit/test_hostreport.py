@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The host report schema: round trips, and every kind of bad input."""
 
 import json
@@ -7,9 +19,10 @@ import fixtures
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
-import testtools
 
 from mlaccel import hostreport
+
+from tests import testcase
 
 FUZZ = settings(max_examples=150, deadline=None)
 
@@ -57,7 +70,7 @@ def dumps(data):
     return json.dumps(data).encode()
 
 
-class TestRoundTrip(testtools.TestCase):
+class TestRoundTrip(testcase.TestCase):
 
     @FUZZ
     @given(reports)
@@ -93,7 +106,7 @@ class TestRoundTrip(testtools.TestCase):
         self.assertEqual(-1.0, report.age(now=99.0))
 
 
-class TestRejected(testtools.TestCase):
+class TestRejected(testcase.TestCase):
     """Each bad report is refused with a reason naming the fault.
 
     parse() raises InvalidReport; decode() returns None and logs the reason.
@@ -239,7 +252,7 @@ class TestRejected(testtools.TestCase):
                                                 builds_in_flight=-2))
 
 
-class TestFuzzed(testtools.TestCase):
+class TestFuzzed(testcase.TestCase):
     """decode() never raises, whatever arrives.
 
     What it refuses, parse() refuses with an InvalidReport and a reason.

@@ -16,9 +16,10 @@ import os
 
 import fixtures
 from oslo_config import cfg
-import testtools
 
 from mlaccel import inifile
+
+from tests import testcase
 
 TRICKY = """\
 [DEFAULT]
@@ -51,7 +52,7 @@ def oslo_values(path, names):
             for g, k in names}
 
 
-class IniFileTest(testtools.TestCase):
+class IniFileTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -1,17 +1,30 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The life-cycle stages and timeline records."""
 
 import json
 import time
 
-import testtools
 
 from mlaccel import lifecycle
+
+from tests import testcase
 
 FULL = dict(requested=100.0, scheduled=101.5, active=131.5, started=134.0,
             finished=400.0)
 
 
-class TestTimeline(testtools.TestCase):
+class TestTimeline(testcase.TestCase):
 
     def test_stages_and_events_are_in_life_order(self):
         self.assertEqual(['scheduling', 'creation', 'buffering', 'running'],

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The adaptive concurrency limiter.
 
 Convergence is shown on a simulated resource driven by a fake clock (a
@@ -14,9 +26,10 @@ import textwrap
 import threading
 import time
 
-import testtools
 
 from mlaccel import limiter as limiter_mod
+
+from tests import testcase
 
 
 class FakeClock:
@@ -53,7 +66,7 @@ def simulate(capacity, events, limiter, clock, service=1.0):
     return limits, latencies, times
 
 
-class TestConvergence(testtools.TestCase):
+class TestConvergence(testcase.TestCase):
 
     def run_resource(self, capacity, events=3000, **kwargs):
         clock = FakeClock()
@@ -100,7 +113,7 @@ class TestConvergence(testtools.TestCase):
         self.assertEqual(1.0, limiter.base_latency)
 
 
-class TestFailures(testtools.TestCase):
+class TestFailures(testcase.TestCase):
 
     def test_failures_shrink_the_limit_multiplicatively(self):
         clock = FakeClock()
@@ -135,7 +148,7 @@ class TestFailures(testtools.TestCase):
                               **kwargs)
 
 
-class TestAcquire(testtools.TestCase):
+class TestAcquire(testcase.TestCase):
 
     def test_timeout_raises_limit_exceeded(self):
         limiter = limiter_mod.AdaptiveLimiter(initial=2, max_limit=2)
@@ -208,7 +221,7 @@ def hammer(limiter, threads, rounds, work):
     return state
 
 
-class TestThreads(testtools.TestCase):
+class TestThreads(testcase.TestCase):
 
     def test_in_flight_never_exceeds_a_fixed_limit(self):
         limiter = limiter_mod.AdaptiveLimiter(initial=3, min_limit=3,
@@ -253,7 +266,7 @@ class TestThreads(testtools.TestCase):
         self.assertEqual(1, limiter.in_flight)
 
 
-class TestEventlet(testtools.TestCase):
+class TestEventlet(testcase.TestCase):
 
     def test_fixed_limit_holds_under_eventlet_monkey_patching(self):
         """Green threads in a monkey-patched child, as in Nova on eventlet."""

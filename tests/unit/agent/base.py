@@ -17,10 +17,11 @@ import os
 import time
 
 import fixtures
-import testtools
 
 from mlaccel.agent import cachefile
 from mlaccel.agent import novaconf
+
+from tests import testcase
 
 
 def image(image_id, data, **fields):
@@ -46,7 +47,7 @@ def chunks(data, size=4096):
     return lambda: (data[i:i + size] for i in range(0, len(data), size))
 
 
-class NodeTestCase(testtools.TestCase):
+class NodeTestCase(testcase.TestCase):
     """A real nova.conf and instances_path in a temporary directory."""
 
     HOST = 'cmp1'

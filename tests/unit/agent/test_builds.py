@@ -13,9 +13,10 @@
 """Build pacing from notification timestamps (no wall clock involved)."""
 
 import fixtures
-import testtools
 
 from mlaccel.agent import builds
+
+from tests import testcase
 
 
 def wave(tracker, start, count, duration, prefix):
@@ -28,7 +29,7 @@ def wave(tracker, start, count, duration, prefix):
     return start + duration + count * 1e-3
 
 
-class BuildTrackerTest(testtools.TestCase):
+class BuildTrackerTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

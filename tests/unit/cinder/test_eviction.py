@@ -1,8 +1,21 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 import types
 
-import testtools
 
 from mlaccel.cinder import eviction
+
+from tests import testcase
 
 
 def entry(name, size, priority, busy=False):
@@ -10,7 +23,7 @@ def entry(name, size, priority, busy=False):
                                  busy=busy)
 
 
-class GDSFTest(testtools.TestCase):
+class GDSFTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

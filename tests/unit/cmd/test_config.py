@@ -21,10 +21,11 @@ import sys
 
 import fixtures
 from oslo_config import cfg
-import testtools
 
 from mlaccel.cmd import config
 from mlaccel.statebus import keys
+
+from tests import testcase
 
 NOVA_CONF = """\
 [DEFAULT]
@@ -61,7 +62,7 @@ def load(path):
     return conf
 
 
-class Base(testtools.TestCase):
+class Base(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

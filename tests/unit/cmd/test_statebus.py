@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """``mlaccel-statebus`` as a user runs it: a real process, a real file bus.
 
 Every bad input gets one line on stderr, a non-zero status, no traceback,
@@ -11,16 +23,16 @@ import subprocess
 import sys
 
 import fixtures
-import testtools
 
 from mlaccel.statebus import keys
 from tests import fixtures as mlaccel_fixtures
+from tests import testcase
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 
 
-class StatebusCommandTest(testtools.TestCase):
+class StatebusCommandTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """What a launch gives each VM, and what it trusts a VM's push to name.
 
 No cloud here: these tests stop before the first API call (the
@@ -8,7 +20,6 @@ import base64
 import ssl
 import time
 
-import testtools
 import yaml
 
 from mlaccel.launcher import api
@@ -16,6 +27,8 @@ from mlaccel.launcher import readiness
 from mlaccel.taskd import guest
 from mlaccel.taskd import protocol
 from mlaccel import tls
+
+from tests import testcase
 
 
 def _spec(count=2, **changes):
@@ -25,7 +38,7 @@ def _spec(count=2, **changes):
     return api.LaunchSpec(**fields)
 
 
-class LaunchSpecTest(testtools.TestCase):
+class LaunchSpecTest(testcase.TestCase):
 
     def test_request(self):
         self.assertEqual(
@@ -42,7 +55,7 @@ class LaunchSpecTest(testtools.TestCase):
                           'os system', {})
 
 
-class CredentialsTest(testtools.TestCase):
+class CredentialsTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

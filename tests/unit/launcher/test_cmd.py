@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Argument handling of ``mlaccel launch``."""
 
 import io
@@ -6,14 +18,15 @@ import subprocess
 import sys
 
 import fixtures
-import testtools
 
 from mlaccel.cmd import launch
+
+from tests import testcase
 
 REQUIRED = ['--image', 'img', '--flavor', 'm1.small', '--task', 'a.b:c']
 
 
-class ParserTest(testtools.TestCase):
+class ParserTest(testcase.TestCase):
 
     def _parse(self, *extra):
         return launch.build_parser().parse_args(REQUIRED + list(extra))
@@ -84,7 +97,7 @@ class ParserTest(testtools.TestCase):
                          '<= 4)\n', out.getvalue())
 
 
-class BadInputTest(testtools.TestCase):
+class BadInputTest(testcase.TestCase):
     """The console script as a user runs it: one line, an exit status.
 
     Every case fails before any connection to a cloud is made.

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The readiness listener over real HTTPS on a real loopback socket.
 
 The attacks here are the ones a guest or a network peer can make: a push
@@ -17,12 +29,13 @@ import threading
 import time
 
 import fixtures
-import testtools
 
 from mlaccel.launcher import readiness
 from mlaccel import readiness as notices
 from mlaccel.taskd import readiness as taskd_readiness
 from mlaccel import tls
+
+from tests import testcase
 
 TOKEN = 'token-of-vm-a-0123456789'
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -30,7 +43,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
 OTHER_TOKEN = 'token-of-vm-b-0123456789'
 
 
-class ListenerBase(testtools.TestCase):
+class ListenerBase(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -393,7 +406,7 @@ class HostileClientTest(ListenerBase):
         self._assert_serving()
 
 
-class ResolveAddressTest(testtools.TestCase):
+class ResolveAddressTest(testcase.TestCase):
 
     def test_forms(self):
         resolve = readiness.resolve_address
@@ -426,7 +439,7 @@ class ResolveAddressTest(testtools.TestCase):
                           '127.0.0.1', cert_file=cert)
 
 
-class EventletTest(testtools.TestCase):
+class EventletTest(testcase.TestCase):
     """Pushes arrive under eventlet monkey patching done late.
 
     The child imports http.server before patching, as a process does that

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The launch record and where its boundaries come from.
 
 Boundaries from the best source, JSON and the table; the notification
@@ -10,12 +22,13 @@ import threading
 
 import fixtures
 from oslo_config import cfg
-import testtools
 
 from mlaccel.launcher import actions
 from mlaccel.launcher import events
 from mlaccel.launcher import record
 from mlaccel import lifecycle
+
+from tests import testcase
 
 UUID = '7b6b2e4e-4d7e-4b8e-9a51-2f0c0f0c0f01'
 
@@ -36,7 +49,7 @@ def _nova(build_started=None, built=None, precision=1.0):
             'build_result': 'Success', 'precision': precision}
 
 
-class VmTimelineTest(testtools.TestCase):
+class VmTimelineTest(testcase.TestCase):
 
     def test_notifications_and_taskd_give_every_boundary(self):
         timeline = record.vm_timeline('vm0', {
@@ -116,7 +129,7 @@ class VmTimelineTest(testtools.TestCase):
         self.assertIn('no first step', timeline.boundaries['started'].event)
 
 
-class BuildTest(testtools.TestCase):
+class BuildTest(testcase.TestCase):
 
     def _record(self):
         vms = [_vm('vm0', 100.0, notified=_notified(101.0, 104.0),
@@ -191,7 +204,7 @@ class BuildTest(testtools.TestCase):
                          lines[4].split())
 
 
-class ActionTimesTest(testtools.TestCase):
+class ActionTimesTest(testcase.TestCase):
     """Parsing of instance actions as Nova 34 returns them."""
 
     def test_create_action(self):
@@ -244,7 +257,7 @@ def _payload(event_type, server, extra=None):
             'nova_object.data': dict(extra or {}, **{key: server})}
 
 
-class InstanceEventsTest(testtools.TestCase):
+class InstanceEventsTest(testcase.TestCase):
 
     def test_times_from_notifications(self):
         collected = events.InstanceEvents()
@@ -310,7 +323,7 @@ class InstanceEventsTest(testtools.TestCase):
         self.assertFalse(collected.wait(lambda: False, 0))
 
 
-class NotificationSourceTest(testtools.TestCase):
+class NotificationSourceTest(testcase.TestCase):
     """The listener on oslo.messaging's in-memory transport.
 
     A real oslo.messaging notifier sends the way Nova sends versioned

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """``mlaccel pool``: list, members, set and delete on a real store."""
 
 import os
@@ -5,16 +17,17 @@ import subprocess
 import sys
 
 import fixtures
-import testtools
 
 from mlaccel.pool import spec as pool_spec
 from mlaccel.pool import store as pool_store
+
+from tests import testcase
 
 SPEC = pool_spec.PoolSpec('proj', 'img', 'flv', preload=['json'])
 TOKEN = 'member-token-0123456789'
 
 
-class TestPoolCli(testtools.TestCase):
+class TestPoolCli(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

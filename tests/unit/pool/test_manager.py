@@ -1,11 +1,24 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The manager's target size: demand, bounds and capacity back-off."""
 
-import testtools
 
 from mlaccel import conf as mlaccel_conf
 from mlaccel.pool import manager
 from mlaccel.pool import spec as pool_spec
 from mlaccel.pool import store as pool_store
+
+from tests import testcase
 
 SPEC = pool_spec.PoolSpec('proj', 'img', 'flv')
 GROUP = mlaccel_conf.CONF.mlaccel_pool   # window 600 s, margin 0.5
@@ -21,7 +34,7 @@ def _state(members=0, **stats):
     return state
 
 
-class TestTarget(testtools.TestCase):
+class TestTarget(testcase.TestCase):
 
     def test_from_measured_demand_and_lead_time(self):
         # 120 VMs in 600 s = 0.2/s; 20 s lead; x1.5 -> 6.

@@ -1,21 +1,33 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """taskd's rekey step: a claim hands the daemon to a new token holder."""
 
 import os
 import socket
 import types
 
-import testtools
 
 from mlaccel.taskd import client
 from mlaccel.taskd import protocol
 from mlaccel.taskd import server
+from tests import testcase
 from tests.unit.taskd import base
 
 OLD = 'old-token-0123456789'
 NEW = 'new-token-9876543210'
 
 
-class TestRekey(testtools.TestCase):
+class TestRekey(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -74,7 +86,7 @@ class TestRekey(testtools.TestCase):
             self.assertEqual('ready', conn.health()['state'])
 
 
-class TestNoDelay(testtools.TestCase):
+class TestNoDelay(testcase.TestCase):
     """A claim's hand-over and first submit each open a TLS connection.
 
     After the TLS handshake the server's first reply followed its session

@@ -1,11 +1,24 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Pool sizing: Little's law on measured arrivals, between the bounds."""
 
-import testtools
 
 from mlaccel.pool import sizing
 
+from tests import testcase
 
-class TestSizing(testtools.TestCase):
+
+class TestSizing(testcase.TestCase):
 
     def test_littles_law_with_margin(self):
         # 0.5 VM/s arriving, 20 s to refill: 10 in flight, +50 % -> 15.

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Pool spec keys and the pool store's transactions."""
 
 import os
@@ -10,10 +22,12 @@ import testtools
 from mlaccel.pool import spec as pool_spec
 from mlaccel.pool import store as pool_store
 
+from tests import testcase
+
 SPEC = pool_spec.PoolSpec('proj', 'img', 'flv', preload=['json'])
 
 
-class TestSpec(testtools.TestCase):
+class TestSpec(testcase.TestCase):
 
     def test_key_names_what_makes_vms_interchangeable(self):
         self.assertEqual(SPEC.key, pool_spec.PoolSpec(
@@ -39,7 +53,7 @@ class TestSpec(testtools.TestCase):
         self.assertRaises(ValueError, pool_spec.PoolSpec, 'p', '', 'f')
 
 
-class TestStore(testtools.TestCase):
+class TestStore(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

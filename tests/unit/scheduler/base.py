@@ -18,11 +18,11 @@ import time
 from nova import objects
 from nova.scheduler import host_manager
 from oslo_utils import uuidutils
-import testtools
 
 from mlaccel import conf as mlaccel_conf
 from mlaccel import hostreport
 from tests import fixtures as mlaccel_fixtures
+from tests import testcase
 
 objects.register_all()
 
@@ -70,7 +70,7 @@ def instance(image_ref=None):
     return inst
 
 
-class PluginTestCase(testtools.TestCase):
+class PluginTestCase(testcase.TestCase):
     """Plugins on a fresh file state bus.
 
     They read ``mlaccel.conf.CONF`` and the process-wide report cache; both

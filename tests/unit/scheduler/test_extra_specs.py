@@ -14,13 +14,13 @@
 
 from nova.api.validation.extra_specs import validators
 from nova import exception
-import testtools
 
 from mlaccel.scheduler import extra_specs
+from tests import testcase
 from tests.unit.scheduler import base
 
 
-class TestValidators(testtools.TestCase):
+class TestValidators(testcase.TestCase):
 
     def test_valid_values_pass_novas_validation(self):
         for name, value in (('mlaccel:image_locality', 'true'),
@@ -46,7 +46,7 @@ class TestValidators(testtools.TestCase):
             self.assertGreater(len(validator.description), 20)
 
 
-class TestPolicy(testtools.TestCase):
+class TestPolicy(testcase.TestCase):
 
     def test_defaults_without_mlaccel_keys(self):
         for specs in (None, {}, {'hw:cpu_policy': 'dedicated'}):

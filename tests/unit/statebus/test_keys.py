@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Report keys, signatures and the masking of the bus URL."""
 
 import hashlib
@@ -6,14 +18,15 @@ import os
 import stat
 
 import fixtures
-import testtools
 
 from mlaccel.statebus import keys
 from mlaccel.statebus import signing
 from mlaccel.statebus import url as bus_url
 
+from tests import testcase
 
-class KeysTest(testtools.TestCase):
+
+class KeysTest(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -65,7 +78,7 @@ class KeysTest(testtools.TestCase):
             self.assertEqual(0o600, stat.S_IMODE(os.stat(path).st_mode))
 
 
-class SigningTest(testtools.TestCase):
+class SigningTest(testcase.TestCase):
 
     def test_signed_report_verifies_only_for_its_host_and_group(self):
         secret = b'd' * 32
@@ -92,7 +105,7 @@ class SigningTest(testtools.TestCase):
         self.assertEqual(b'{}', verifier.body(b'{}', 'cmp1'))
 
 
-class UrlTest(testtools.TestCase):
+class UrlTest(testcase.TestCase):
 
     def test_secrets_are_masked(self):
         for url, shown, hidden in [

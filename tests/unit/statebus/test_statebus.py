@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The state bus end to end.
 
 Real publishers, a real report cache, and a real file or Redis backend (a
@@ -12,7 +24,6 @@ import sys
 import time
 
 import fixtures
-import testtools
 from tooz import coordination
 
 from mlaccel import hostreport
@@ -21,6 +32,7 @@ from mlaccel.statebus import keys
 from mlaccel.statebus import publisher
 from mlaccel.statebus import signing
 from tests import fixtures as mlaccel_fixtures
+from tests import testcase
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
@@ -290,7 +302,7 @@ class BusTests(BusTestBase):
         self.assertEqual({'cmp1': again}, cache.snapshot().reports)
 
 
-class TestFileBus(BusTests, testtools.TestCase):
+class TestFileBus(BusTests, testcase.TestCase):
     BACKEND = 'file'
 
     def wipe_bus(self):
@@ -327,7 +339,7 @@ class TestFileBus(BusTests, testtools.TestCase):
         self.assertIn('answers again', self.log.output)
 
 
-class TestRedisBus(BusTests, testtools.TestCase):
+class TestRedisBus(BusTests, testcase.TestCase):
     BACKEND = 'redis'
 
     def wipe_bus(self):
@@ -369,7 +381,7 @@ class TestRedisBus(BusTests, testtools.TestCase):
         self.assertIn('answers again', self.log.output)
 
 
-class TestRedisServerFixture(testtools.TestCase):
+class TestRedisServerFixture(testcase.TestCase):
 
     def test_missing_redis_server_names_bindep(self):
         server = mlaccel_fixtures.RedisServer()

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Who may speak on the state bus, tested as the attacks.
 
 A real file or Redis bus, real publishers and a real report cache. The
@@ -20,13 +32,13 @@ from cryptography.hazmat.primitives import serialization
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 import fixtures
-import testtools
 
 from mlaccel import hostreport
 from mlaccel.statebus import keys
 from mlaccel.statebus import publisher
 from mlaccel.statebus import reader
 from tests import fixtures as mlaccel_fixtures
+from tests import testcase
 from tests.unit.statebus import test_statebus
 
 report = test_statebus.report
@@ -185,7 +197,7 @@ class TrustTests(test_statebus.BusTestBase):
             'Cannot check state bus report signatures'))
 
 
-class TestFileTrust(TrustTests, testtools.TestCase):
+class TestFileTrust(TrustTests, testcase.TestCase):
     BACKEND = 'file'
 
     def test_bus_directory_is_created_0700(self):
@@ -215,7 +227,7 @@ class TestFileTrust(TrustTests, testtools.TestCase):
         self.assertIn('Not a directory', cache.last_error)
 
 
-class TestRedisTrust(TrustTests, testtools.TestCase):
+class TestRedisTrust(TrustTests, testcase.TestCase):
     BACKEND = 'redis'
 
     def test_password_and_acl_user_in_the_url_are_never_shown(self):
@@ -283,7 +295,7 @@ def _self_signed(directory):
     return cert_file, key_file
 
 
-class TestRedisTls(testtools.TestCase):
+class TestRedisTls(testcase.TestCase):
     """rediss:// with a password against a real TLS-only redis-server."""
 
     def setUp(self):

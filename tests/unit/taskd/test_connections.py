@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Connection slots under careless and hostile peers.
 
 Unauthenticated TCP peers hold no connection slot, are cut off after
@@ -11,10 +23,10 @@ import socket
 import time
 
 import fixtures
-import testtools
 
 from mlaccel.taskd import client
 from mlaccel.taskd import protocol
+from tests import testcase
 from tests.unit.taskd import base
 
 TOKEN = 'connection-test-token'
@@ -35,7 +47,7 @@ def closed_by_peer(sock, timeout=10):
     return [json.loads(line) for line in data.splitlines()]
 
 
-class TcpDaemonTestCase(testtools.TestCase):
+class TcpDaemonTestCase(testcase.TestCase):
     """A daemon with four slots, on Unix and loopback TCP with a token."""
 
     auth_timeout = 0.5

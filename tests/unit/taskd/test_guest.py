@@ -1,10 +1,21 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """cloud-init user-data for the guest, read back the way the guest does."""
 
 import os
 
 import fixtures
 from oslo_config import cfg
-import testtools
 import yaml
 
 from mlaccel import conf as mlaccel_conf
@@ -13,12 +24,14 @@ from mlaccel.taskd import guest
 from mlaccel.tasks import clip
 from mlaccel import tls
 
+from tests import testcase
+
 TOKEN = 'Zm9vYmFyYmF6cXV4cXV1eA'
 IDENTITY = tls.new_identity('vm-0')
 LAUNCHER_CERT = tls.new_identity('launcher').cert_pem
 
 
-class TestUserData(testtools.TestCase):
+class TestUserData(testcase.TestCase):
 
     def _files(self, text):
         self.assertTrue(text.startswith('#cloud-config\n'))

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """What a task leaves behind: killed with it, reaped, counted.
 
 A task ends when its own process ends, even though a process it started
@@ -7,8 +19,8 @@ persistent worker, and the slot of the task is free again.
 
 import os
 
-import testtools
 
+from tests import testcase
 from tests.unit.taskd import base
 from tests.unit.taskd import sample_tasks
 
@@ -32,7 +44,7 @@ def gone(pid):
     return state is None or (state[0] == 'Z' and state[1] == 1)
 
 
-class TestLeftovers(testtools.TestCase):
+class TestLeftovers(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The JSON-lines protocol: parser, line splitter, fuzzed input."""
 
 import io
@@ -6,9 +18,10 @@ import json
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
-import testtools
 
 from mlaccel.taskd import protocol
+
+from tests import testcase
 
 TASK = 'a' * 32
 JSON = st.recursive(
@@ -18,7 +31,7 @@ JSON = st.recursive(
     max_leaves=12)
 
 
-class TestParseRequest(testtools.TestCase):
+class TestParseRequest(testcase.TestCase):
 
     def _code(self, line, request_id=None):
         err = self.assertRaises(protocol.ProtocolError,
@@ -85,7 +98,7 @@ class TestParseRequest(testtools.TestCase):
             self.assertIn(request['op'], protocol.OPS)
 
 
-class TestIterLines(testtools.TestCase):
+class TestIterLines(testcase.TestCase):
 
     @settings(max_examples=200, deadline=None)
     @given(st.lists(st.binary(max_size=40).map(
@@ -116,7 +129,7 @@ class TestIterLines(testtools.TestCase):
             self.assertRaises(ValueError, protocol.parse_tcp_address, bad)
 
 
-class TestTaskSpec(testtools.TestCase):
+class TestTaskSpec(testcase.TestCase):
 
     def test_round_trip_through_a_request(self):
         spec = protocol.TaskSpec('clip', {'steps': 3}, env={'A': 'b'},

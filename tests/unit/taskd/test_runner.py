@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The forked child's own set-up, tested in real forked processes."""
 
 import io
@@ -6,12 +18,13 @@ import sys
 import threading
 import time
 
-import testtools
 
 from mlaccel.taskd import runner
 
+from tests import testcase
 
-class TestFreshStdStreams(testtools.TestCase):
+
+class TestFreshStdStreams(testcase.TestCase):
 
     def test_child_writes_although_a_thread_held_stdout_at_fork(self):
         """A child forked while a thread holds stdout's lock still writes.

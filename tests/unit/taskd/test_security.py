@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Attacks on the daemon by its clients and the network, each refused.
 
 Resource limits are the operator's ceiling, only registered or allowed
@@ -11,12 +23,12 @@ import ssl
 import time
 
 import fixtures
-import testtools
 
 from mlaccel.taskd import catalog
 from mlaccel.taskd import client
 from mlaccel.taskd import protocol
 from mlaccel import tls
+from tests import testcase
 from tests.unit.taskd import base
 
 S = base.SAMPLE
@@ -28,7 +40,7 @@ def as_root_drop_to_nobody():
     return {'task_user': NOBODY} if os.geteuid() == 0 else {}
 
 
-class TestLimitsAreTheOperatorsCeiling(testtools.TestCase):
+class TestLimitsAreTheOperatorsCeiling(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -77,7 +89,7 @@ class TestLimitsAreTheOperatorsCeiling(testtools.TestCase):
         self.assertFalse(status['result']['raised'])
 
 
-class TestOnlyRegisteredOrAllowedTasks(testtools.TestCase):
+class TestOnlyRegisteredOrAllowedTasks(testcase.TestCase):
 
     def test_arbitrary_functions_are_refused_by_default(self):
         daemon = self.useFixture(base.Daemon(allowed_tasks=''))
@@ -114,7 +126,7 @@ class TestOnlyRegisteredOrAllowedTasks(testtools.TestCase):
                          catalog.registered()['clip'])
 
 
-class TestInheritedHandles(testtools.TestCase):
+class TestInheritedHandles(testcase.TestCase):
 
     def test_task_holds_no_handle_on_other_processes(self):
         daemon = self.useFixture(base.Daemon(workers=2))
@@ -128,7 +140,7 @@ class TestInheritedHandles(testtools.TestCase):
             conn.cancel(other)
 
 
-class TestTaskUser(testtools.TestCase):
+class TestTaskUser(testcase.TestCase):
 
     def test_tasks_run_as_the_task_user(self):
         if os.geteuid() != 0:
@@ -151,7 +163,7 @@ class TestTaskUser(testtools.TestCase):
                                  conn.logs(status['id']))
 
 
-class TestTls(testtools.TestCase):
+class TestTls(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The daemon's sockets: bad input, foreign peers, tokens, readiness."""
 
 import errno
@@ -8,11 +20,11 @@ import socket
 import subprocess
 import sys
 
-import testtools
 
 from mlaccel import readiness
 from mlaccel.taskd import client
 from mlaccel.taskd import protocol
+from tests import testcase
 from tests.unit.taskd import base
 
 NOBODY = 65534
@@ -54,7 +66,7 @@ def connect_as(uid, path):
     return tuple(json.loads(data))
 
 
-class TestBadInput(testtools.TestCase):
+class TestBadInput(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -115,7 +127,7 @@ class TestBadInput(testtools.TestCase):
             self.assertIn('ready', conn.health()['state'])
 
 
-class TestAccess(testtools.TestCase):
+class TestAccess(testcase.TestCase):
 
     def test_foreign_uid_refused(self):
         if os.geteuid() != 0:
@@ -163,7 +175,7 @@ class TestAccess(testtools.TestCase):
         self.assertFalse(os.path.exists(daemon.socket_path))
 
 
-class TestStartup(testtools.TestCase):
+class TestStartup(testcase.TestCase):
 
     def _refused(self, **options):
         daemon = self.useFixture(base.Daemon(wait_ready=False, **options))

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Starting mlaccel-taskd with bad configuration: one line, exit 2, no mess.
 
 Every option is checked before anything is written; a failed start leaves
@@ -11,13 +23,13 @@ import subprocess
 import sys
 
 import fixtures
-import testtools
 
 from mlaccel import tls
+from tests import testcase
 from tests.unit.taskd import base
 
 
-class StartTestCase(testtools.TestCase):
+class StartTestCase(testcase.TestCase):
 
     def setUp(self):
         super().setUp()

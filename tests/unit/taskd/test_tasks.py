@@ -1,18 +1,30 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Tasks run by a real daemon process: context, crashes, cancel, limits."""
 
 import os
 import signal
 
-import testtools
 
 from mlaccel.taskd import client
 from mlaccel.taskd import protocol
+from tests import testcase
 from tests.unit.taskd import base
 
 S = base.SAMPLE
 
 
-class TaskdTestCase(testtools.TestCase):
+class TaskdTestCase(testcase.TestCase):
     daemon_options = {}
 
     def setUp(self):

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The CLIP-style example task: learns, is deterministic, runs under taskd.
 
 Kept cheap: a few dozen steps of the small model on one thread.
@@ -7,12 +19,12 @@ import json
 import subprocess
 import sys
 
-import testtools
 import torch
 
 from mlaccel import tasks
 from mlaccel.tasks import clip
 from mlaccel.tasks import clip_model
+from tests import testcase
 from tests.unit.taskd import base
 
 TIMING = ('first_step_at', 'seconds')
@@ -22,7 +34,7 @@ def outcome(result):
     return {k: v for k, v in result.items() if k not in TIMING}
 
 
-class TestClip(testtools.TestCase):
+class TestClip(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
@@ -60,7 +72,7 @@ class TestClip(testtools.TestCase):
         self.assertRaises(ValueError, clip.main, {'stpes': 3})
 
 
-class TestClipUnderTaskd(testtools.TestCase):
+class TestClipUnderTaskd(testcase.TestCase):
 
     def test_cold_and_taskd_give_the_same_result(self):
         daemon = self.useFixture(base.Daemon(preload=clip.PRELOAD))
@@ -83,7 +95,7 @@ class TestClipUnderTaskd(testtools.TestCase):
                                  status['result']['first_step_at'])
 
 
-class TestPreloadList(testtools.TestCase):
+class TestPreloadList(testcase.TestCase):
 
     def test_reading_the_preload_list_does_not_import_torch(self):
         code = ('import sys; from mlaccel.tasks import clip; '

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Which guest the test virt driver starts for a user-data, and what it
 writes first."""
 
@@ -5,10 +17,11 @@ import base64
 import os
 import sys
 
-import testtools
 
 from mlaccel.taskd import guest as taskd_guest
 from mlaccel.testing import cloudinit
+
+from tests import testcase
 
 ALLOWED = ['mlaccel-taskd', 'python -m mlaccel.']
 ROOT = '/srv/instances/abc/root'
@@ -22,7 +35,7 @@ def guest(text):
     return cloudinit.guest(b64(text), ALLOWED, ROOT)
 
 
-class GuestTest(testtools.TestCase):
+class GuestTest(testcase.TestCase):
 
     def test_cloud_config_runcmd_first_allowed_entry(self):
         spec = guest('#cloud-config\nruncmd:\n  - [echo, hi]\n'
