@@ -24,6 +24,7 @@ the admin role), any other token is refused with 401. Requests carrying
 the harness's identity headers (``X-Auth-User``...) keep that identity.
 """
 
+import os
 import socketserver
 import threading
 from wsgiref import simple_server
@@ -31,7 +32,9 @@ from wsgiref import simple_server
 import fixtures
 from nova.api import auth as nova_auth
 from nova import context as nova_context
+from nova.tests import fixtures as nova_fixtures
 from oslo_log import log as logging
+import yaml
 
 LOG = logging.getLogger(__name__)
 USER_ROLES = ('reader', 'member')
@@ -101,3 +104,31 @@ class TokenIdentity(fixtures.Fixture):
         self.useFixture(fixtures.MonkeyPatch(
             'nova.api.auth.NovaKeystoneContext._create_context',
             create_context))
+
+
+class HarnessCloud(fixtures.Fixture):
+    """Nova's in-process API over HTTP, named ``harness`` in a clouds.yaml.
+
+    ``http_api`` is the :class:`HTTPAPIServer`, ``tmp`` a private directory
+    and ``clouds_yaml`` the file there; the cloud authenticates as admin of
+    the harness's project through :class:`TokenIdentity`.
+    """
+
+    def __init__(self, app):
+        super().__init__()
+        self.app = app
+
+    def _setUp(self):
+        self.useFixture(TokenIdentity())
+        self.http_api = self.useFixture(HTTPAPIServer(self.app))
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+        self.clouds_yaml = os.path.join(self.tmp, 'clouds.yaml')
+        self.write_clouds('admin:%s' % nova_fixtures.PROJECT_ID)
+
+    def write_clouds(self, token):
+        """(Re)write the clouds.yaml with ``token`` as the harness's token."""
+        clouds = {'clouds': {'harness': {
+            'auth_type': 'admin_token',
+            'auth': {'endpoint': self.http_api.url, 'token': token}}}}
+        with open(self.clouds_yaml, 'w') as stream:
+            yaml.safe_dump(clouds, stream)

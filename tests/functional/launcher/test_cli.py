@@ -29,10 +29,7 @@ import subprocess
 import sys
 import time
 
-import fixtures
-from nova.tests import fixtures as nova_fixtures
 from testtools import content
-import yaml
 
 from mlaccel import lifecycle
 from tests.functional.launcher import base
@@ -48,17 +45,11 @@ class LaunchCommandTest(base.LauncherTestCase):
 
     def setUp(self):
         super().setUp()
-        self.useFixture(httpapi.TokenIdentity())
-        self.http_api = self.useFixture(
-            httpapi.HTTPAPIServer(self.api_fixture.app()))
-        self.tmp = self.useFixture(fixtures.TempDir()).path
-        clouds = {'clouds': {'harness': {
-            'auth_type': 'admin_token',
-            'auth': {'endpoint': self.http_api.url,
-                     'token': 'admin:%s' % nova_fixtures.PROJECT_ID}}}}
-        self.clouds_yaml = os.path.join(self.tmp, 'clouds.yaml')
-        with open(self.clouds_yaml, 'w') as stream:
-            yaml.safe_dump(clouds, stream)
+        self.cloud = self.useFixture(
+            httpapi.HarnessCloud(self.api_fixture.app()))
+        self.http_api = self.cloud.http_api
+        self.tmp = self.cloud.tmp
+        self.clouds_yaml = self.cloud.clouds_yaml
 
     def _run(self, *args):
         """Run ``mlaccel launch ARGS``; return (status, stdout, stderr)."""
@@ -161,11 +152,7 @@ class LaunchCommandTest(base.LauncherTestCase):
         self._assert_nothing_left()
 
     def test_refused_token_fails_cleanly(self):
-        clouds = {'clouds': {'harness': {
-            'auth_type': 'admin_token',
-            'auth': {'endpoint': self.http_api.url, 'token': 'forged'}}}}
-        with open(self.clouds_yaml, 'w') as stream:
-            yaml.safe_dump(clouds, stream)
+        self.cloud.write_clouds('forged')
         status, output, errors = self._run(*self._launch_args())
         self.assertEqual(1, status, errors)
         self.assertIn('401', errors)

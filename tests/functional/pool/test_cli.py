@@ -20,9 +20,6 @@ import subprocess
 import sys
 import time
 
-import fixtures
-from nova.tests import fixtures as nova_fixtures
-import yaml
 
 from mlaccel.pool import members as pool_members
 from tests.functional.launcher import base
@@ -44,17 +41,11 @@ class PooledLaunchCommandTest(pool_base.PoolTestCase):
 
     def setUp(self):
         super().setUp()
-        self.useFixture(httpapi.TokenIdentity())
-        self.http_api = self.useFixture(
-            httpapi.HTTPAPIServer(self.api_fixture.app()))
-        self.tmp = self.useFixture(fixtures.TempDir()).path
-        clouds = {'clouds': {'harness': {
-            'auth_type': 'admin_token',
-            'auth': {'endpoint': self.http_api.url,
-                     'token': 'admin:%s' % nova_fixtures.PROJECT_ID}}}}
-        self.clouds_yaml = os.path.join(self.tmp, 'clouds.yaml')
-        with open(self.clouds_yaml, 'w') as stream:
-            yaml.safe_dump(clouds, stream)
+        self.cloud = self.useFixture(
+            httpapi.HarnessCloud(self.api_fixture.app()))
+        self.http_api = self.cloud.http_api
+        self.tmp = self.cloud.tmp
+        self.clouds_yaml = self.cloud.clouds_yaml
         # A token without a catalog names no project: the command keys
         # its pools by project None, and so does this pool.
         self.spec = dataclasses.replace(self.spec, project_id=None)
