@@ -26,9 +26,7 @@ import sys
 import time
 
 import fixtures
-from nova import rpc
 from nova.tests.functional import integrated_helpers
-import oslo_messaging
 
 from mlaccel.agent import inventory
 from mlaccel.agent import novaconf
@@ -49,15 +47,7 @@ class AgentBuildsTest(integrated_helpers.ProviderUsageBaseTestCase):
             sys.prefix, 'etc', 'nova', 'api-paste.ini'), group='wsgi')
         self.flags(notification_format='versioned', group='notifications')
         super().setUp()
-        transport = oslo_messaging.get_notification_transport(
-            rpc.CONF, url=TRANSPORT_URL)
-        real = oslo_messaging.Notifier(
-            transport, driver='messagingv2',
-            serializer=rpc.RequestContextSerializer(
-                rpc.JsonPayloadSerializer()),
-            topics=['versioned_notifications'])
-        self.stub_out('nova.rpc.NOTIFIER',
-                      test_boundaries.TeeNotifier(rpc.NOTIFIER, real))
+        test_boundaries.tee_notifications(self, TRANSPORT_URL)
         self._start_compute('host1')
 
         root = self.useFixture(fixtures.TempDir()).path

@@ -133,6 +133,20 @@ class TeeNotifier:
         return notify
 
 
+def tee_notifications(test, url=TRANSPORT_URL):
+    """Send Nova's notifications through a real notifier on ``url`` too.
+
+    Call in ``setUp`` after Nova's harness is up: its test notifier keeps
+    working, and a listener on ``url`` hears what production would send.
+    """
+    transport = oslo_messaging.get_notification_transport(rpc.CONF, url=url)
+    real = oslo_messaging.Notifier(
+        transport, driver='messagingv2',
+        serializer=rpc.RequestContextSerializer(rpc.JsonPayloadSerializer()),
+        topics=['versioned_notifications'])
+    test.stub_out('nova.rpc.NOTIFIER', TeeNotifier(rpc.NOTIFIER, real))
+
+
 class BoundaryTestCase(base.LauncherTestCase):
 
     driver = guest.TaskdGuestDriver
@@ -144,15 +158,7 @@ class BoundaryTestCase(base.LauncherTestCase):
         super().setUp()
         self.useFixture(fixtures.MonkeyPatch(
             'tests.functional.records.test_boundaries.WINDOWS', []))
-        transport = oslo_messaging.get_notification_transport(
-            rpc.CONF, url=TRANSPORT_URL)
-        real = oslo_messaging.Notifier(
-            transport, driver='messagingv2',
-            serializer=rpc.RequestContextSerializer(
-                rpc.JsonPayloadSerializer()),
-            topics=['versioned_notifications'])
-        self.stub_out('nova.rpc.NOTIFIER',
-                      TeeNotifier(rpc.NOTIFIER, real))
+        tee_notifications(self)
 
     def launch(self, count, preload=('json',)):
         result = api.launch(
