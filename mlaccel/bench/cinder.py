@@ -111,6 +111,20 @@ class _Run(cinderharness.MirrorTestBase):
         self.api.delete_volume(volume_id)
         self.wait_gone(volume_id, timeout=600)
 
+    def median_create(self, image_id, before=None):
+        """Median seconds of ``STEADY`` creates, each volume deleted after.
+
+        ``before`` runs before each create (e.g. to wait for a pool clone).
+        """
+        times = []
+        for _ in range(STEADY):
+            if before is not None:
+                before()
+            seconds, vid = self.timed(image_id)
+            times.append(seconds)
+            self.delete(vid)
+        return statistics.median(times)
+
     def burst(self, image_id):
         ids = super().burst(image_id, self.burst_n)
         times = []
@@ -152,14 +166,10 @@ class _Builtin(_Run):
         image = self.image(seed + 'builtin', size)
         first, vid = self.timed(image['id'])
         self.delete(vid)
-        steady = []
-        for _ in range(STEADY):
-            t, vid = self.timed(image['id'])
-            steady.append(t)
-            self.delete(vid)
+        warm = self.median_create(image['id'])
         burst = self.image(seed + 'builtin-burst', size)
         makespan, downloads = self.burst(burst['id'])
-        return {'first': first, 'warm': statistics.median(steady),
+        return {'first': first, 'warm': warm,
                 'burst': makespan, 'downloads': downloads}
 
 
@@ -182,25 +192,20 @@ class _Mlaccel(_Run):
         self.mirror.prewarm(ctx, image, self.images)
         first, vid = self.timed(image['id'])
         self.delete(vid)
-        steady = []
-        for _ in range(STEADY):
-            t, vid = self.timed(image['id'])
-            steady.append(t)
-            self.delete(vid)
+        warm = self.median_create(image['id'])
         pool.size = 1
-        hits = []
-        for _ in range(STEADY):
+
+        def refilled():
             pool.want(image['id'])
             self.wait_pool(image['id'])
-            t, vid = self.timed(image['id'])
-            hits.append(t)
-            self.delete(vid)
+
+        pool_hit = self.median_create(image['id'], before=refilled)
         pool.size = 0
         burst = self.image(seed + 'mlaccel-burst', size)
         makespan, downloads = self.burst(burst['id'])
         self.mirror.evict(image['id'])
-        return {'prewarm_first': first, 'warm': statistics.median(steady),
-                'pool_hit': statistics.median(hits), 'burst': makespan,
+        return {'prewarm_first': first, 'warm': warm,
+                'pool_hit': pool_hit, 'burst': makespan,
                 'downloads': downloads,
                 'pool_hits': self.mirror.stats['pool_hit']}
 
