@@ -333,18 +333,22 @@ class HostileClientTest(ListenerBase):
     def _tls_socket(self):
         return ListenerTest._tls_socket(self)
 
+    def _assert_closed_at_once(self):
+        """A new connection is closed (or reset) before it sends a byte."""
+        extra = socket.create_connection(('127.0.0.1', self.listener.port),
+                                         timeout=5)
+        self.addCleanup(extra.close)
+        try:
+            self.assertEqual(b'', extra.recv(1))
+        except ConnectionResetError:
+            pass
+
     def test_connections_beyond_the_limit_are_closed(self):
         self.listener.stop()
         self.listener = self._listener(max_connections=2,
                                        request_timeout=30.0)
         held = [self._tls_socket() for _ in range(2)]
-        extra = socket.create_connection(('127.0.0.1', self.listener.port),
-                                         timeout=5)
-        self.addCleanup(extra.close)
-        try:
-            self.assertEqual(b'', extra.recv(1))  # closed at once
-        except ConnectionResetError:
-            pass
+        self._assert_closed_at_once()
         for sock in held:
             sock.close()
         # The slots come back as the held connections end.
@@ -361,13 +365,7 @@ class HostileClientTest(ListenerBase):
         self.listener.stop()
         self.listener = self._listener(max_per_peer=2, request_timeout=30.0)
         held = [self._tls_socket() for _ in range(2)]
-        extra = socket.create_connection(('127.0.0.1', self.listener.port),
-                                         timeout=5)
-        self.addCleanup(extra.close)
-        try:
-            self.assertEqual(b'', extra.recv(1))  # closed at once
-        except ConnectionResetError:
-            pass
+        self._assert_closed_at_once()
         # Another address (of this host, here) is another peer: served.
         key = self._expect()
         body = notices.encode(self._body(key))
