@@ -10,116 +10,192 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Time to first step: a warm pool against fresh VMs.
+"""Time to first training step: a warm pool against fresh VMs, on the
+all-in-one cloud.
 
-``python -m mlaccel.bench pool [--runs 5] [--gap 0.5]``, run from the
-source tree (it uses the functional tests' harness), brings up Nova's
-in-process services (API, conductor, scheduler, placement, one compute
-whose guests are real ``mlaccel-taskd`` processes) and launches one VM with
-the functional tests' ``echo`` task ``--runs`` times fresh, then ``--runs``
-times with a warm pool (minimum 1, its manager running), ``--gap``
-seconds apart. A launch's first-step time is from the ``launch()`` call to
-the task's first step as its daemon reports it. The pool's idle
-VM-seconds include the members still idle at the end. The last line is::
+``python -m mlaccel.bench pool [--runs 5] [--steps 20] [--base DIR]``
+brings up the all-in-one cloud (or uses the running one at ``--base``),
+whose pool manager runs as a service, makes a new image and a pool of one
+member for it (the example task's preload, reuse allowed), and launches the
+example ``clip`` task on one VM ``--runs`` times fresh and ``--runs`` times
+from the pool, the two arms in an order drawn anew each round. Before
+every launch of either arm the pool is settled (its one member idle,
+nothing building), so no refill competes with a timed launch. Fresh VMs
+preload the same runtime: the difference is creation, guest start and
+preload. A launch's first-step time runs from the ``launch()`` call to
+the task's first step as its daemon reports it (same host, same clock).
+The last line is::
 
     RESULT pooled_first_step_s=<s> fresh_first_step_s=<s>
     pooled_vs_fresh=<r> idle_vm_s_per_task=<x>
 
 medians of the first-step times, their ratio, and the pool's idle
-VM-seconds per task served. Native threads unless
-``OS_NOVA_DISABLE_EVENTLET_PATCHING`` says otherwise.
+VM-seconds per task it served (members idle at the end included).
 """
 
+import argparse
 import os
+import random
+import statistics
+import sys
+import tempfile
+import time
 
-os.environ.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING', '1')
-from nova import monkey_patch; monkey_patch.patch()  # noqa: E402,E702
+from mlaccel.launcher import api
+from mlaccel.pool import claims
+from mlaccel.pool import cli as pool_cli
+from mlaccel.pool import spec as pool_spec
+from mlaccel.pool import store as pool_store
+from mlaccel.testing.aio import cloud
+from mlaccel.testing.aio import layout as aio_layout
+from mlaccel.testing.aio import pools
+from mlaccel.testing.aio import procs
 
-import argparse  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-import unittest  # noqa: E402
+IMAGE_BYTES = 64 << 20
+SETTLE_TIMEOUT = 600.0
 
-from mlaccel.pool import cli as pool_cli  # noqa: E402
 
-RESULTS = {}
+def _wait(predicate, what, timeout=SETTLE_TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError('timed out waiting for %s' % what)
+        time.sleep(0.2)
+
+
+def _settled(store, key):
+    """The pool's single member is idle and nothing else exists."""
+    members = pool_store.members(store.read(key))
+    return len(members) == 1 and members[0]['state'] == pool_store.IDLE
 
 
 def _first_step(result, started):
-    if result['outcome'] != 'succeeded':
+    if result['outcome'] != api.SUCCEEDED:
         raise RuntimeError('launch failed: %s' % result['error'])
-    return result['vms'][0]['observed']['first_step_at'] - started
+    vm, = result['vms']
+    return vm, vm['observed']['first_step_at'] - started
 
 
-def _case(runs, gap):
-    from tests.functional.launcher import base
-    from tests.functional.pool import base as pool_base
+class Bench:
+    """One run of both arms on a running cloud."""
 
-    class Bench(pool_base.PoolTestCase):
+    def __init__(self, lay, runs, steps, seed):
+        self.lay = lay
+        self.runs = runs
+        self.steps = steps
+        self.rng = random.Random(seed)
+        self.conf = pool_cli.configure([pools.config_file(lay)])
+        self.conn = cloud.connect(lay)
+        self.store = pool_cli.open_store(self.conf)
+        self.flavor = lay.load_cloud()['flavor_id']
+        self.times = {'fresh': [], 'pooled': []}
+        self.orders = []
 
-        def test_bench(self):
-            fresh = []
-            for _ in range(runs):
-                started = time.time()
-                result = base.api.launch(
-                    self.conn, base.IMAGE, base.FLAVOR, 1, base.ECHO, {},
-                    preload=pool_base.PRELOAD, timeout=60,
-                    **pool_base.LAUNCH_OPTIONS)
-                fresh.append(_first_step(result, started))
-            self.create_pool(1, 2, max_tasks=runs + 1)
-            # A round every few seconds, as deployed: a round in the middle
-            # of a launch competes with it for this process's CPU.
-            self.flags(interval=5.0, group='mlaccel_pool')
-            manager = self.manager()
-            thread = threading.Thread(target=manager.run, daemon=True)
-            thread.start()
+    def launch(self, image_id, warm_pool):
+        started = time.time()
+        result = api.launch(
+            self.conn, image_id, self.flavor, 1, 'clip',
+            {'steps': self.steps, 'seed': 1}, network='none', timeout=900,
+            conf=self.conf, warm_pool=warm_pool,
+            submit_options={'threads': 1, 'seed': 1})
+        return _first_step(result, started)
+
+    def run(self):
+        image = self.conn.image.create_image(
+            name='mlaccel-bench-pool', data=os.urandom(IMAGE_BYTES),
+            disk_format='raw', container_format='bare')
+        launcher = self.conf.mlaccel_launcher
+        spec = pool_spec.PoolSpec(
+            claims.project_of(self.conn), image.id, self.flavor,
+            preload=launcher.preload, network='none',
+            taskd_port=launcher.taskd_port)
+        try:
+            with self.store.transaction(spec.key, create=pool_store.new_state(
+                    spec, 1, 1, 2 * self.runs + 1)):
+                pass
             try:
-                self._wait_until(lambda: len(self.idle()) >= 1,
-                                 'the pool to fill')
-                pooled = []
-                for _ in range(runs):
-                    time.sleep(gap)
-                    self._wait_until(lambda: len(self.idle()) >= 1,
-                                     'an idle member')
-                    started = time.time()
-                    result = self.launch(1)
-                    if not result['cleanup'].get('returned'):
-                        raise RuntimeError('the VM did not come from the '
-                                           'pool: %s' % result['cleanup'])
-                    pooled.append(_first_step(result, started))
+                self._rounds(image.id, spec.key)
+                return pool_cli.summary(self.store.read(spec.key),
+                                        self.conf.mlaccel_pool)
             finally:
-                manager.stop()
-                thread.join()
-            summary = pool_cli.summary(self.state(), manager.group)
-            RESULTS.update(fresh=fresh, pooled=pooled, summary=summary)
+                with self.store.transaction(spec.key) as state:
+                    state['bounds'] = {'min': 0, 'max': 0}
+                _wait(lambda: not self.store.read(spec.key)['members'],
+                      'the pool to empty')
+                self.store.delete(spec.key)
+        finally:
+            self.conn.image.delete_image(image, ignore_missing=True)
 
-    return Bench('test_bench')
+    def _rounds(self, image_id, key):
+        claimer = claims.Claimer(
+            self.store, self.conn,
+            timeout=self.conf.mlaccel_pool.health_timeout)
+        for index in range(self.runs):
+            order = ['fresh', 'pooled']
+            self.rng.shuffle(order)
+            self.orders.append(order)
+            for arm in order:
+                _wait(lambda: _settled(self.store, key), 'the pool to settle')
+                vm, seconds = self.launch(
+                    image_id, claimer if arm == 'pooled' else None)
+                if (vm['pool'] == key) != (arm == 'pooled'):
+                    raise RuntimeError(
+                        '%s launch got pool %r' % (arm, vm['pool']))
+                self.times[arm].append(seconds)
+                print('round %d %-6s first step %.3f s'
+                      % (index + 1, arm, seconds), flush=True)
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog='python -m mlaccel.bench pool')
+    parser.add_argument('--runs', type=int, default=5,
+                        help='launches per arm (default: 5)')
+    parser.add_argument('--steps', type=int, default=20,
+                        help='training steps of each task (default: 20)')
+    parser.add_argument('--seed', type=int, default=0,
+                        help='seed of the arms\' order (default: 0)')
+    parser.add_argument('--base', help='state directory of a running '
+                        'all-in-one cloud to use (default: bring one up '
+                        'in a temporary directory and take it down)')
+    return parser
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog='python -m mlaccel.bench pool')
-    parser.add_argument('--runs', type=int, default=5)
-    parser.add_argument('--gap', type=float, default=0.5,
-                        help='seconds between pooled launches')
-    args = parser.parse_args(argv)
-    outcome = unittest.TextTestRunner(stream=sys.stderr, verbosity=0).run(
-        _case(args.runs, args.gap))
-    if not outcome.wasSuccessful() or not RESULTS:
-        return 1
-    fresh = statistics.median(RESULTS['fresh'])
-    pooled = statistics.median(RESULTS['pooled'])
-    summary = RESULTS['summary']
-    print('fresh first step (s): %s' % ', '.join(
-        '%.3f' % s for s in RESULTS['fresh']))
-    print('pooled first step (s): %s' % ', '.join(
-        '%.3f' % s for s in RESULTS['pooled']))
-    print('pool: %d tasks served, %.1f idle VM-seconds, lead time %.2f s'
+    args = _parser().parse_args(argv)
+    if args.runs < 1 or args.steps < 1:
+        print('--runs and --steps must be at least 1', file=sys.stderr)
+        return 2
+    own = args.base is None
+    base = args.base or tempfile.mkdtemp(prefix='mlaccel-bench-pool-')
+    lay = aio_layout.Layout(base)
+    if own:
+        cloud.up(lay)
+    elif not procs.running(lay, pools.SERVICE):
+        print('no pool manager runs in the cloud at %s' % base,
+              file=sys.stderr)
+        return 2
+    try:
+        bench = Bench(lay, args.runs, args.steps, args.seed)
+        summary = bench.run()
+        manager_up = procs.running(lay, pools.SERVICE)
+    finally:
+        if own:
+            cloud.down(lay, purge=True)
+    fresh = statistics.median(bench.times['fresh'])
+    pooled = statistics.median(bench.times['pooled'])
+    print('preconditions: pool manager ran as a service of the cloud: %s; '
+          'pool settled before every launch: yes; arm order per round: %s'
+          % ('yes' if manager_up else 'NO',
+             ' '.join('/'.join(o) for o in bench.orders)))
+    for arm in ('fresh', 'pooled'):
+        print('%s first step (s): %s' % (arm, ', '.join(
+            '%.3f' % s for s in bench.times[arm])))
+    print('pool: %d tasks served, %.1f idle VM-seconds, lead time %s s'
           % (summary['tasks_served'], summary['idle_vm_s'],
-             summary['lead_time_s'] or 0))
+             '%.1f' % summary['lead_time_s'] if summary['lead_time_s']
+             else '-'))
     print('RESULT pooled_first_step_s=%.3f fresh_first_step_s=%.3f '
           'pooled_vs_fresh=%.3f idle_vm_s_per_task=%.2f' % (
               pooled, fresh, pooled / fresh,
               summary['idle_vm_s_per_task'] or 0.0))
-    return 0
+    return 0 if manager_up else 1

@@ -48,6 +48,18 @@ MlaccelGroup = [
              'guest as a local process (the all-in-one test cloud). Tests '
              'that look at guest processes run only then.'),
     cfg.StrOpt(
+        'pool_config_file',
+        help='mlaccel configuration file ([mlaccel_pool], '
+             '[mlaccel_statebus], [mlaccel_launcher]) that the launcher '
+             'shares with the pool manager running in the cloud under test. '
+             'When set, the warm-pool tests create a pool in its store and '
+             'launch from it; when unset they are skipped.'),
+    cfg.FloatOpt(
+        'pool_first_step_limit',
+        default=1.0,
+        help='Seconds from the launch call within which a task on a warm '
+             'pool member must take its first training step.'),
+    cfg.StrOpt(
         'guest_command',
         default='python -m mlaccel.testing.idle_guest',
         help='Guest command the guest-process tests put in the user-data.'),

@@ -17,6 +17,7 @@ import io
 import os
 import time
 
+import openstack
 from oslo_config import cfg as oslo_cfg
 from tempest.api.compute import base
 from tempest import config
@@ -33,6 +34,19 @@ class MlaccelAdminTest(base.BaseV2ComputeAdminTest):
         super().skip_checks()
         if not CONF.service_available.mlaccel:
             raise cls.skipException('mlaccel is not enabled in this cloud')
+
+    def connect(self):
+        """An openstacksdk connection of the configured admin user."""
+        conn = openstack.connect(
+            auth_url=CONF.identity.uri_v3,
+            username=CONF.auth.admin_username,
+            password=CONF.auth.admin_password,
+            project_name=CONF.auth.admin_project_name,
+            user_domain_name=CONF.auth.admin_domain_name,
+            project_domain_name=CONF.auth.admin_domain_name,
+            region_name=CONF.identity.region)
+        self.addCleanup(conn.close)
+        return conn
 
     def create_image(self, size=2 * 1024 * 1024):
         """A new image of random bytes: cached on no host yet."""
@@ -55,11 +69,8 @@ class MlaccelAdminTest(base.BaseV2ComputeAdminTest):
         url = CONF.mlaccel.statebus_url
         if not url:
             return
-        from mlaccel import conf as mlaccel_conf
         from mlaccel.statebus import reader
-        conf = oslo_cfg.ConfigOpts()
-        mlaccel_conf.register_opts(conf)
-        conf([], default_config_files=[])
+        conf = mlaccel_config()
         conf.set_override('backend_url', url, 'mlaccel_statebus')
         cache = reader.ReportCache(conf)
         deadline = time.monotonic() + CONF.mlaccel.report_timeout
@@ -76,6 +87,18 @@ class MlaccelAdminTest(base.BaseV2ComputeAdminTest):
                 time.sleep(0.5)
         finally:
             cache.stop()
+
+
+def mlaccel_config(files=()):
+    """mlaccel's options read from ``files``, on a private ``ConfigOpts``.
+
+    Tempest owns the global one.
+    """
+    from mlaccel import conf as mlaccel_conf
+    conf = oslo_cfg.ConfigOpts()
+    mlaccel_conf.register_opts(conf)
+    conf([], project='mlaccel', default_config_files=list(files))
+    return conf
 
 
 def cloud_config(command):

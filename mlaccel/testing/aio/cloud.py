@@ -27,6 +27,7 @@ from mlaccel.cmd import config as mlaccel_config
 from mlaccel.launcher import actions
 from mlaccel.testing.aio import configs
 from mlaccel.testing.aio import layout as aio_layout
+from mlaccel.testing.aio import pools
 from mlaccel.testing.aio import procs
 
 #: Services the others need; ``down`` stops them last.
@@ -404,6 +405,9 @@ def up(lay):
     start_computes(lay, conn, since)
     clock.mark('%d computes up and mapped' % lay.settings.computes)
     make_test_resources(lay, conn)
+    if lay.settings.mlaccel:
+        pools.write_config(lay)
+        pools.start_manager(lay)
     open(lay.path('run', 'bootstrapped'), 'w').close()
     clock.mark('test image and flavors ready')
     result = {'steps': clock.steps, 'total_seconds': clock.total()}

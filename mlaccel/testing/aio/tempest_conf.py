@@ -20,6 +20,7 @@ import tempest
 
 from mlaccel.testing.aio import configs
 from mlaccel.testing.aio import layout as aio_layout
+from mlaccel.testing.aio import pools
 
 
 def workspace(lay):
@@ -80,6 +81,8 @@ def write(lay):
                               'swift': False, 'mlaccel': settings.mlaccel},
         'validation': {'run_validation': False},
         'mlaccel': {'statebus_url': lay.statebus_url,
-                    'same_host_as_computes': True},
+                    'same_host_as_computes': True,
+                    'pool_config_file': (pools.config_file(lay)
+                                         if settings.mlaccel else '')},
     })
     return ws

@@ -14,7 +14,6 @@
 
 import importlib.util
 
-import openstack
 from tempest import config
 from tempest.lib import decorators
 
@@ -45,18 +44,6 @@ class LaunchTest(base.MlaccelAdminTest):
             raise cls.skipException('the guests cannot reach this host')
         if importlib.util.find_spec('torch') is None:
             raise cls.skipException('the example task needs torch')
-
-    def connect(self):
-        conn = openstack.connect(
-            auth_url=CONF.identity.uri_v3,
-            username=CONF.auth.admin_username,
-            password=CONF.auth.admin_password,
-            project_name=CONF.auth.admin_project_name,
-            user_domain_name=CONF.auth.admin_domain_name,
-            project_domain_name=CONF.auth.admin_domain_name,
-            region_name=CONF.identity.region)
-        self.addCleanup(conn.close)
-        return conn
 
     @decorators.idempotent_id('e1f6d2b0-3c4a-4f5e-8a9b-0c1d2e3f4a01')
     def test_launch_example_task_on_two_vms(self):
