@@ -14,7 +14,8 @@
 all-in-one cloud.
 
 ``python -m mlaccel.bench pool [--runs 5] [--steps 20] [--base DIR]``
-brings up the all-in-one cloud (or uses the running one at ``--base``),
+brings up the all-in-one cloud (or uses the running one at ``--base`` or
+``$MLACCEL_AIO_BASE``),
 whose pool manager runs as a service, makes a new image and a pool of one
 member for it (the example task's preload, reuse allowed), and launches the
 example ``clip`` task on one VM ``--runs`` times fresh and ``--runs`` times
@@ -154,9 +155,10 @@ def _parser():
                         help='training steps of each task (default: 20)')
     parser.add_argument('--seed', type=int, default=0,
                         help='seed of the arms\' order (default: 0)')
-    parser.add_argument('--base', help='state directory of a running '
-                        'all-in-one cloud to use (default: bring one up '
-                        'in a temporary directory and take it down)')
+    parser.add_argument('--base', default=os.environ.get(
+        aio_layout.BASE_ENV), help='state directory of a running all-in-one '
+        'cloud to use (default: $%s; if unset, bring one up in a temporary '
+        'directory and take it down)' % aio_layout.BASE_ENV)
     return parser
 
 
