@@ -15,7 +15,7 @@
 ``python -m mlaccel.bench cinder [--sizes 256,1024] [--burst 10]`` runs
 Cinder's own API, scheduler and volume manager in this process (the
 functional-test harness: SQLite, fake messaging) over the file-backed test
-backend, in a directory of the default temporary file system, three times:
+backend, three times:
 
 * stock: the backend driver, no image-volume cache;
 * builtin: the backend driver with Cinder's image-volume cache (its per-image
@@ -27,8 +27,12 @@ accepting the request to the volume manager finishing it): a cold create,
 the built-in cache's first and steady (warm) creates, mlaccel's first create
 after a pre-warm, its steady create and a ready-pool hit, and the makespan
 and downloads of a burst of concurrent creates for an image not cached.
-Concurrency mode: native threads unless OS_CINDER_DISABLE_EVENTLET_PATCHING
-says otherwise. The last line is::
+The files (images, volumes, Cinder's image conversion directory) go to a
+directory where clones are reflinks: the default temporary directory if its
+file system has them, else, as root, a new XFS with reflink on a loop device
+(:func:`mlaccel.testing.filevolume.reflink_dir`); failing that, plain copies,
+and the first line says why. Concurrency mode: native threads unless
+OS_CINDER_DISABLE_EVENTLET_PATCHING says otherwise. The last line is::
 
     RESULT prewarm_first_vs_builtin_warm=<r> pool_hit_vs_builtin_warm=<r>
     burst_makespan_vs_builtin=<r> burst_downloads=<n>
@@ -49,6 +53,7 @@ import argparse  # noqa: E402
 import hashlib  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 import unittest  # noqa: E402
 
@@ -59,6 +64,7 @@ from cinder.image import image_utils  # noqa: E402,F401
 from cinder import objects  # noqa: E402
 
 from mlaccel.testing import cinderharness  # noqa: E402
+from mlaccel.testing import filevolume  # noqa: E402
 
 objects.register_all()
 MIB = cinderharness.MIB
@@ -210,15 +216,29 @@ class _Mlaccel(_Run):
                 'pool_hits': self.mirror.stats['pool_hit']}
 
 
-def _run(cls, sizes, burst):
+def _run(cls, sizes, burst, scratch):
     out = {}
     result = unittest.TestResult()
-    cls(sizes, burst, out).run(result)
+    case = cls(sizes, burst, out)
+    case.SCRATCH = scratch
+    case.run(result)
     for _case, trace in result.errors + result.failures:
         print(trace, file=sys.stderr)
     if not result.wasSuccessful():
         raise SystemExit('%s run failed' % cls.KIND)
     return out
+
+
+def _measure(sizes, burst, scratch):
+    results = {}
+    for cls in (_Stock, _Builtin, _Mlaccel):
+        started = time.monotonic()
+        results[cls.KIND] = _run(cls, sizes, burst, scratch)
+        print('%-8s done in %.0f s: %s' % (
+            cls.KIND, time.monotonic() - started,
+            {s: {k: round(v, 3) for k, v in r.items()}
+             for s, r in results[cls.KIND].items()}))
+    return results
 
 
 def main(argv):
@@ -230,16 +250,10 @@ def main(argv):
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(',')]
     mode = 'eventlet' if monkey_patch.is_patched() else 'native threads'
-    print('cinder volume-from-image, %s, file backend (no reflink on %s)'
-          % (mode, os.uname().sysname))
-    results = {}
-    for cls in (_Stock, _Builtin, _Mlaccel):
-        started = time.monotonic()
-        results[cls.KIND] = _run(cls, sizes, args.burst)
-        print('%-8s done in %.0f s: %s' % (
-            cls.KIND, time.monotonic() - started,
-            {s: {k: round(v, 3) for k, v in r.items()}
-             for s, r in results[cls.KIND].items()}))
+    with filevolume.reflink_dir(tempfile.gettempdir()) as (scratch, how):
+        print('cinder volume-from-image, %s, file backend in %s, clones: %s'
+              % (mode, scratch, how))
+        results = _measure(sizes, args.burst, scratch)
     stock, builtin, ml = (results[k] for k in ('stock', 'builtin',
                                                'mlaccel'))
     print('%8s %9s %9s %9s %9s %9s %9s %9s %9s' % (

@@ -120,6 +120,12 @@ class MirrorCache:
             doomed = entry if entry.stale and entry.refs == 0 else None
         self._finish(doomed)
 
+    def fits(self, size):
+        """Whether an entry of ``size`` bytes fits without evicting any."""
+        with self._lock:
+            return self.policy.victims(list(self._entries.values()), size,
+                                       self.max_bytes, self.max_count) == []
+
     def reserve(self, image_id, size, version, pinned=False):
         """Make room for, and index, a new entry being filled.
 

@@ -88,7 +88,7 @@ class MirrorVolumeDriver(driver.ProxyVD):
     def do_setup(self, context):
         self.driver.do_setup(context)
         _native_threads_tpool()
-        self.mirror.recover()
+        self.mirror.start()
 
     def clone_image(self, context, volume, image_location, image_meta,
                     image_service):
@@ -147,7 +147,7 @@ class MirrorMixin:
     def do_setup(self, context):
         super().do_setup(context)
         _native_threads_tpool()
-        self._mlaccel_mirror.recover()
+        self._mlaccel_mirror.start()
 
     def clone_image(self, context, volume, image_location, image_meta,
                     image_service):

@@ -33,15 +33,17 @@ from cinder import objects
 from cinder.objects import fields
 from cinder import quota
 
+from mlaccel.cinder import metadata
+
 LOG = logging.getLogger(__name__)
 QUOTAS = quota.QUOTAS
 
-IMAGE_KEY = 'mlaccel_golden_image'
-CHECKSUM_KEY = 'mlaccel_image_checksum'
-UPDATED_KEY = 'mlaccel_image_updated_at'
-SIZE_KEY = 'mlaccel_image_size'
-COST_KEY = 'mlaccel_cost'
-PINNED_KEY = 'mlaccel_pinned'
+IMAGE_KEY = metadata.IMAGE_KEY
+CHECKSUM_KEY = metadata.CHECKSUM_KEY
+UPDATED_KEY = metadata.UPDATED_KEY
+SIZE_KEY = metadata.SIZE_KEY
+COST_KEY = metadata.COST_KEY
+PINNED_KEY = metadata.PINNED_KEY
 
 
 class NoInternalTenant(Exception):

@@ -24,6 +24,7 @@ request's error, with nothing left behind.
 """
 
 import threading
+import time
 import types
 
 from oslo_config import cfg
@@ -40,15 +41,18 @@ from cinder.volume import volume_utils
 
 from mlaccel.cinder import cache
 from mlaccel.cinder import golden
+from mlaccel.cinder import metadata
 from mlaccel.cinder import notify
 from mlaccel.cinder import pool
+from mlaccel.cinder import prewarm
+from mlaccel.cinder import publish
 from mlaccel.cinder import singleflight
 from mlaccel import limiter
 
 LOG = logging.getLogger(__name__)
 
 
-PREWARM_KEY = 'mlaccel_prewarm'
+PREWARM_KEY = metadata.PREWARM_KEY
 
 
 class _Degrade(Exception):
@@ -75,21 +79,38 @@ class Mirror:
             max_count=conf.max_cache_count, on_evict=self._evicted)
         self.flights = singleflight.SingleFlight()
         self.pool = pool.ReadyPool(self, conf.pool_size, conf.pool_window)
+        # Downloads and copies into golden volumes, and clones of them,
+        # each paced on this backend by a limit that follows their latency.
         self.downloads = limiter.AdaptiveLimiter(
             initial=1, min_limit=1, max_limit=conf.max_concurrent_downloads)
+        self.copies = limiter.AdaptiveLimiter(
+            initial=min(2, conf.max_concurrent_copies), min_limit=1,
+            max_limit=conf.max_concurrent_copies)
         self.stats = {'hit': 0, 'miss': 0, 'join': 0, 'degrade': 0,
                       'evict': 0, 'rebuild': 0, 'fill': 0, 'pool_hit': 0}
         self._stats_lock = threading.Lock()
         self._active = 0
+        self._last_done = 0.0
         self._idle = threading.Condition()
         self.messages = message_api.API()
-        self._context = None
+        self.prewarmer = prewarm.Prewarmer(self, conf)
+        self.reports = publish.ReportLoop(self, cfg.CONF)
 
     def _count(self, what):
         with self._stats_lock:
             self.stats[what] += 1
 
     # -- start ----------------------------------------------------------
+
+    def start(self):
+        """Rebuild the index, then start the background tasks."""
+        self.recover()
+        self.reports.start()
+        self.prewarmer.start()
+
+    def stop(self):
+        self.prewarmer.stop()
+        self.reports.stop()
 
     def recover(self):
         """Rebuild the index from the golden volume rows and the backend.
@@ -177,6 +198,7 @@ class Mirror:
         finally:
             with self._idle:
                 self._active -= 1
+                self._last_done = time.monotonic()
                 self._idle.notify_all()
 
     def _degrade(self, context, volume, image_id, e):
@@ -204,7 +226,9 @@ class Mirror:
                 self._gone(context, entry)
                 return False
             try:
-                return self.backend.create_cloned_volume(volume, source) or {}
+                with self.copies.slot():
+                    return self.backend.create_cloned_volume(volume,
+                                                             source) or {}
             except Exception:
                 with excutils.save_and_reraise_exception() as ctx:
                     if self.store.alive(entry.volume_id) is None:
@@ -219,6 +243,7 @@ class Mirror:
                     entry.volume_id, entry.image_id)
         self._count('rebuild')
         self.cache.forget(entry)
+        self.reports.changed()
         self._delete_golden(entry)
         self.notifier.mirror(context, 'rebuild', entry.image_id,
                              volume_id=entry.volume_id)
@@ -273,6 +298,7 @@ class Mirror:
                 reason='image %s could not be copied into its golden volume '
                        '(%s)' % (image_id, detail))
         self.cache.filled(entry, volume.id, cost)
+        self.reports.changed()
         self._count('fill')
         self.notifier.mirror(context, 'fill', image_id, volume_id=volume.id,
                              seconds=round(cost, 3))
@@ -281,11 +307,13 @@ class Mirror:
     # -- operator actions -----------------------------------------------
 
     def prewarm(self, context, image_meta, image_service, like=None,
-                pin=None):
+                pin=None, source='operator'):
         """Make the golden volume of an image now; True if one was made.
 
         :param like: a volume whose host, type and zone the golden volume
             takes; by default the backend's first pool and default type.
+        :param source: why (``operator``, or a pre-warm task's source),
+            for the ``prewarm`` notification.
         """
         pin = self.conf.pin_prewarmed if pin is None else pin
         like = like or self._like()
@@ -297,18 +325,29 @@ class Mirror:
             self.cache.release(entry)
             return False
         self._fill_once(context, like, image_meta, image_service, pin)
-        self.notifier.mirror(context, 'prewarm', image_meta['id'])
+        self.notifier.mirror(context, 'prewarm', image_meta['id'],
+                             source=source)
         self.pool.want(image_meta['id'])
         return True
 
-    def wait_idle(self, timeout):
-        """Wait until no request is being served (at most ``timeout`` s).
+    def wait_idle(self, timeout, quiet=0.0):
+        """Wait until no request has been served for ``quiet`` seconds.
 
-        The ready pool refills in idle time, so its copies never slow the
-        requests of a burst.
+        At most ``timeout`` seconds. The ready pool refills in idle time, so
+        its copies never slow the requests of a burst, nor the end of a
+        request whose clone is done while Cinder still records it.
         """
+        deadline = time.monotonic() + timeout
         with self._idle:
-            self._idle.wait_for(lambda: self._active == 0, timeout)
+            while True:
+                now = time.monotonic()
+                calm = now - self._last_done
+                if now >= deadline or (self._active == 0 and calm >= quiet):
+                    return
+                wait = deadline - now
+                if self._active == 0:
+                    wait = min(wait, quiet - calm)
+                self._idle.wait(wait)
 
     def _prewarm_request(self, volume):
         """Whether ``volume`` is an operator's pre-warm request.
@@ -346,6 +385,7 @@ class Mirror:
         entry = self.cache.by_volume(volume_id)
         if entry is not None:
             self.cache.forget(entry)
+            self.reports.changed()
             self.pool.drain(entry.image_id)
 
     # -- callbacks --------------------------------------------------------
@@ -362,5 +402,6 @@ class Mirror:
 
     def _evicted(self, entry):
         self._count('evict')
+        self.reports.changed()
         self.notifier.cache(cinder_context.get_admin_context(), 'evict',
                             entry.image_id)

@@ -22,7 +22,8 @@ The pool of an image follows its demand: its target size is the number of
 requests for the image in the last ``pool_window`` seconds, halved, at most
 ``pool_size``; a pinned (pre-warmed) image keeps ``pool_size`` clones.
 Clones are made by one background thread per backend, never on a request's
-path, when no request is being served (or after ``IDLE_WAIT`` seconds).
+path, when no request has been served for ``QUIET`` seconds (or after
+``IDLE_WAIT`` seconds).
 Pooled clones are owned by Cinder's internal tenant, like golden volumes;
 after a restart they are deleted, not restored.
 """
@@ -33,12 +34,17 @@ import time
 
 from oslo_log import log as logging
 
+from mlaccel.cinder import metadata
+
 
 LOG = logging.getLogger(__name__)
 
-POOL_KEY = 'mlaccel_pool_image'
+POOL_KEY = metadata.POOL_KEY
 # Seconds a refill waits for the requests in progress to finish.
 IDLE_WAIT = 30
+# Seconds without requests before a refill starts: a request served from the
+# pool is still being recorded by Cinder's flow when its clone is done.
+QUIET = 0.5
 
 
 class ReadyPool:
@@ -138,14 +144,15 @@ class ReadyPool:
                 return
             if self.count(image_id) >= self.target(image_id, entry.pinned):
                 return
-            self.mirror.wait_idle(IDLE_WAIT)
+            self.mirror.wait_idle(IDLE_WAIT, QUIET)
             entry = self.mirror.cache.acquire(image_id, entry.version,
                                               count=False)
             if entry is None:
                 return
             try:
-                member = self.mirror.store.clone(entry.volume_id, POOL_KEY,
-                                                 image_id)
+                with self.mirror.copies.slot():
+                    member = self.mirror.store.clone(entry.volume_id,
+                                                     POOL_KEY, image_id)
             finally:
                 self.mirror.cache.release(entry)
             if member is None:

@@ -18,8 +18,10 @@ the same thing::
 
     mlaccel-config enable --nova-conf /etc/nova/nova.conf \\
         [--cinder-conf /etc/cinder/cinder.conf] [--statebus-url URL] \\
+        [--cinder-mirror-backend SECTION ...] \\
         [--statebus-deployment-key-file FILE] [--statebus-host-key-file FILE]
-    mlaccel-config disable --nova-conf /etc/nova/nova.conf
+    mlaccel-config disable --nova-conf /etc/nova/nova.conf \\
+        [--cinder-conf /etc/cinder/cinder.conf]
 
 ``enable`` adds mlaccel's filters to ``[filter_scheduler]
 available_filters`` (a multi-valued option: the existing lines stay), adds
@@ -32,7 +34,9 @@ records are built from: ``[notifications] notification_format`` becomes
 messaging driver is there. It writes the state bus settings given to every
 file edited. ``disable`` undoes the scheduler edits and the notification
 edits that ``enable`` made (each is marked by a comment above it); the
-state bus settings stay. Running either twice changes nothing.
+state bus settings stay. Running either twice changes nothing. In
+cinder.conf, ``--cinder-mirror-backend`` wraps a backend in the mirror-volume
+driver (:mod:`mlaccel.cmd.cinder_config`).
 
 Files are read as oslo.config reads them and edited in place (see
 :mod:`mlaccel.inifile`). Bad input changes nothing: the command prints one
@@ -45,6 +49,7 @@ import re
 import sys
 from urllib import parse
 
+from mlaccel.cmd import cinder_config
 from mlaccel import inifile
 from mlaccel.statebus import keys
 from mlaccel.statebus import url as bus_url
@@ -254,6 +259,12 @@ def _parser():
                              'computes\' for notifications and host keys)')
     enable.add_argument('--cinder-conf',
                         help='cinder.conf to edit (state bus settings)')
+    enable.add_argument('--cinder-mirror-backend', action='append',
+                        default=[], type=_cinder_section,
+                        metavar='SECTION',
+                        help='backend section of --cinder-conf whose driver '
+                             'the mirror-volume driver wraps (repeatable); '
+                             'also enables GoldenImageWeigher')
     enable.add_argument('--statebus-url', type=tooz_url,
                         help='tooz URL of the state bus, written to '
                              '[mlaccel_statebus] backend_url')
@@ -272,7 +283,16 @@ def _parser():
                                              'notification edits')
     disable.add_argument('--nova-conf', required=True,
                          help='nova.conf to edit')
+    disable.add_argument('--cinder-conf',
+                         help='cinder.conf whose mirror-volume edits to undo')
     return parser
+
+
+def _cinder_section(text):
+    try:
+        return cinder_config.section_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc))
 
 
 def _edit(args):
@@ -280,20 +300,27 @@ def _edit(args):
     # Every file is read and edited before any is written.
     nova = inifile.IniFile(args.nova_conf)
     files = [nova]
+    cinder = None
+    if args.cinder_conf:
+        cinder = inifile.IniFile(args.cinder_conf)
+        if cinder.real_path == nova.real_path:
+            raise ConfigError('--nova-conf and --cinder-conf name the '
+                              'same file')
+        files.append(cinder)
     if args.action == 'enable':
-        if args.cinder_conf:
-            cinder = inifile.IniFile(args.cinder_conf)
-            if cinder.real_path == nova.real_path:
-                raise ConfigError('--nova-conf and --cinder-conf name the '
-                                  'same file')
-            files.append(cinder)
+        if args.cinder_mirror_backend and cinder is None:
+            raise ConfigError('--cinder-mirror-backend needs --cinder-conf')
         enable_scheduler(nova)
         enable_notifications(nova)
         for ini in files:
             set_statebus(ini, args)
+        if args.cinder_mirror_backend:
+            cinder_config.enable_mirror(cinder, args.cinder_mirror_backend)
     else:
         disable_scheduler(nova)
         disable_notifications(nova)
+        if cinder is not None:
+            cinder_config.disable_mirror(cinder)
     pending = []
     try:
         for ini in files:

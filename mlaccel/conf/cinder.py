@@ -54,16 +54,55 @@ OPTS = [
     cfg.StrOpt(
         'hot_image_property',
         default='mlaccel_hot',
-        help='Glance image property that marks an image hot. A hot image '
-             'is pre-warmed by "mlaccel-volume-cache prewarm --hot" and its '
-             'golden volume is pinned (never evicted). The compute agent '
-             'reads the same property to pre-fetch images to its hosts.'),
+        help='Glance image property that marks an image hot: an image '
+             'whose property has the value "true" gets its golden volume '
+             'made by the pre-warm task (see prewarm_interval) before the '
+             'first request for it, pinned if pin_prewarmed is set. The '
+             'compute agent pre-fetches images by the same property '
+             '([mlaccel_agent] hot_property); keep the two equal. Empty: '
+             'Glance is not asked. Listing images needs a Glance user: '
+             'Cinder\'s own [glance] auth_type and credentials.'),
+    cfg.ListOpt(
+        'prewarm_images',
+        default=[],
+        help='Ids of images whose golden volumes every backend of the '
+             'mirror-volume driver keeps at all times, made by the pre-warm '
+             'task and pinned if pin_prewarmed is set.'),
+    cfg.IntOpt(
+        'bus_hot_min_hosts',
+        default=2,
+        min=0,
+        help='An image in the image caches of at least this many compute '
+             'nodes, by their host reports on the state bus '
+             '([mlaccel_statebus]), is hot: the pre-warm task makes its '
+             'golden volume when the cache limits have room for it without '
+             'evicting anything. Such golden volumes are not pinned. 0: the '
+             'state bus is not read.'),
+    cfg.IntOpt(
+        'bus_hot_max_images',
+        default=5,
+        min=0,
+        help='Most images hot on the state bus (see bus_hot_min_hosts) the '
+             'pre-warm task considers per pass, the most widely cached '
+             'first.'),
+    cfg.FloatOpt(
+        'prewarm_interval',
+        default=300.0,
+        min=0.0,
+        help='Seconds between two passes of the pre-warm task of each '
+             'backend, which makes the golden volumes of the images named '
+             'in prewarm_images, marked hot in Glance (hot_image_property) '
+             'and hot on the state bus (bus_hot_min_hosts). The first pass '
+             'runs when cinder-volume starts. Downloads are paced like '
+             'those of requests (max_concurrent_downloads). 0 turns the '
+             'task off; "mlaccel-cinder-cache prewarm" still works.'),
     cfg.BoolOpt(
         'pin_prewarmed',
         default=True,
         help='Pin the golden volume of an image pre-warmed by an operator, '
-             'so that eviction never deletes it. "mlaccel-volume-cache '
-             'evict" still does.'),
+             'named in prewarm_images or marked hot in Glance, so that '
+             'eviction never deletes it. "mlaccel-cinder-cache evict" still '
+             'does.'),
     cfg.IntOpt(
         'wait_timeout',
         default=3600,
@@ -80,6 +119,17 @@ OPTS = [
              'limiter below this bound; requests for the same image never '
              'download twice whatever the bound.'),
     cfg.IntOpt(
+        'max_concurrent_copies',
+        default=4,
+        min=1,
+        help='Upper bound on concurrent clones of golden volumes on one '
+             'backend (into new volumes and into the ready pool). Clones '
+             'are paced by the adaptive limiter below this bound, which '
+             'lowers the limit when clones slow down because the backend '
+             'is saturated; requests beyond the limit wait their turn. '
+             'Backends with copy-on-write clones can take a high bound; '
+             'backends that copy the data, a low one.'),
+    cfg.IntOpt(
         'pool_size',
         default=2,
         min=0,
@@ -91,6 +141,34 @@ OPTS = [
              'image keeps the full number. Ready clones count against the '
              'internal tenant\'s quota but not against max_cache_mib. '
              '0 turns the pool off.'),
+    cfg.StrOpt(
+        'report_group',
+        default='mlaccel-cinder-backends',
+        help='State bus group ([mlaccel_statebus]) in which each backend '
+             'of the mirror-volume driver publishes which images it holds '
+             'golden volumes of, and from which the GoldenImageWeigher of '
+             'cinder-scheduler reads them. Reports are signed and checked '
+             'like host reports, with the keys of [mlaccel_statebus]: a '
+             'backend\'s key is derived for its name, host@backend.'),
+    cfg.FloatOpt(
+        'report_interval',
+        default=10.0,
+        min=0.0,
+        help='Seconds between two reports of a backend\'s golden images '
+             'on the state bus; a report is also published at once when '
+             'they change. Keep it well below [mlaccel_statebus] '
+             'report_max_age, after which readers ignore a report. 0: no '
+             'reports (the weigher then prefers no backend).'),
+    cfg.FloatOpt(
+        'golden_weight_multiplier',
+        default=2.0,
+        help='Multiplier of GoldenImageWeigher in cinder-scheduler. A '
+             'backend holding the golden volume of the image a volume is '
+             'created from weighs 1, others 0, before this multiplier. '
+             'Cinder\'s CapacityWeigher weighs 0 to 1 (times '
+             'capacity_weight_multiplier), so the default of 2 makes the '
+             'golden volume win over free space; a negative value avoids '
+             'such backends.'),
     cfg.IntOpt(
         'pool_window',
         default=600,

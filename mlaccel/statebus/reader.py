@@ -333,8 +333,16 @@ class ReportCache:
         self._log_rejections(rejections, logged, now)
         # Swapped by reference: readers hold whole, consistent dicts.
         self._accepted, self._rejected = accepted, rejected
-        self._state = (reports, entries_of(reports, self._state[1]))
+        self._state = (reports, self._entries(reports, self._state[1]))
         self._logged = logged
+
+    def _entries(self, reports, old):
+        """What a snapshot looks hosts up in.
+
+        Another kind of report's cache may return ``reports`` themselves
+        (they have ``timestamp``).
+        """
+        return entries_of(reports, old)
 
     def _check(self, source, raw, now):
         """The report in ``raw`` from member ``source``, or ValueError."""

@@ -73,12 +73,15 @@ class MirrorTestBase(functional_helpers._FunctionalTestBase):
     VOLUME_DRIVER = MIRROR
     CACHE_FLAGS = {}
     BACKEND_FLAGS = {}
+    #: Directory under which each test's files go (images, volumes, the
+    #: image conversion directory); None: the default temporary directory.
+    SCRATCH = None
 
     def setUp(self):
         mlaccel_conf.register_opts(CONF)
         CONF.register_opts(filevolume.OPTS,
                            group=configuration.SHARED_CONF_GROUP)
-        self.tmp = self.useFixture(fixtures.TempDir()).path
+        self.tmp = self.useFixture(fixtures.TempDir(self.SCRATCH)).path
         self.images = fileimages.FileImageService(
             os.path.join(self.tmp, 'images'), owner=fake.PROJECT_ID)
         os.makedirs(self.images.directory)
@@ -112,6 +115,15 @@ class MirrorTestBase(functional_helpers._FunctionalTestBase):
         setattr(module, name, value)
         self.addCleanup(setattr, module, name, original)
 
+    def start_service(self, name, host=None, **kwargs):
+        svc = super().start_service(name, host=host, **kwargs)
+        mirror = getattr(getattr(svc.manager, 'driver', None), 'mirror',
+                         None)
+        if mirror is not None:
+            # Its background tasks end with the test.
+            self.addCleanup(mirror.stop)
+        return svc
+
     def _start_api_service(self):
         # Cinder's helper serves the API with oslo.service's eventlet WSGI
         # server, which refuses the native-thread backend, and looks for
@@ -134,6 +146,12 @@ class MirrorTestBase(functional_helpers._FunctionalTestBase):
         f['cinder_internal_tenant_user_id'] = {'v': INTERNAL_USER}
         f['backend_driver'] = {'v': BACKEND, 'g': 'mlaccel_cinder'}
         f['pool_size'] = {'v': 0, 'g': 'mlaccel_cinder'}
+        # Tests run the pre-warm task's passes themselves.
+        f['prewarm_interval'] = {'v': 0, 'g': 'mlaccel_cinder'}
+        # A state bus of this test's own (tooz's file driver).
+        f['backend_url'] = {'v': 'file://' + os.path.join(self.tmp, 'bus'),
+                            'g': 'mlaccel_statebus'}
+        f['refresh_interval'] = {'v': 0.2, 'g': 'mlaccel_statebus'}
         # One SQLite file behind one lock: under heavy copying a heartbeat
         # can wait long for it; a backend must not be declared down then.
         f['service_down_time'] = {'v': 600}

@@ -108,8 +108,14 @@ class FileImageService:
         except KeyError:
             raise exception.ImageNotFound(image_id=image_id)
 
-    def detail(self, context, **kwargs):
-        return [dict(m) for m in self.images.values()]
+    def detail(self, context, filters=None, **kwargs):
+        """The images whose fields or properties equal all ``filters``."""
+        def match(meta, key, value):
+            have = meta.get(key, meta['properties'].get(key))
+            return str(have).lower() == str(value).lower()
+
+        return [dict(m) for m in self.images.values()
+                if all(match(m, k, v) for k, v in (filters or {}).items())]
 
     def get_location(self, context, image_id):
         self.show(context, image_id)
