@@ -1,0 +1,112 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The interface a runner implements, and the loop that drives one.
+
+A :class:`Runner` runs one arm's workload on a cloud (the all-in-one cloud,
+a real one) or a model of one (:class:`mlaccel.experiment.simulator.
+SimulatedRunner`). :func:`execute` asks it to prepare once, then for each
+run of the protocol to reset the cloud and configure the arm, then to run
+the workload; it shows a progress bar per run and gathers everything into
+the experiment's results (:mod:`mlaccel.experiment.results`).
+"""
+
+import abc
+
+import tqdm
+
+from mlaccel.experiment import protocol
+from mlaccel.experiment import results as results_mod
+
+
+class Runner(abc.ABC):
+    """Runs an arm's workload; :func:`execute` calls it in this order.
+
+    ``prepare`` once, then for each run ``reset(arm)`` and
+    ``run(arm, workload, done)``, and ``close`` at the end, whatever
+    happened.
+    """
+
+    #: Shown in the results: what ran the arms ('aio', 'simulator'...).
+    kind = None
+    #: Whether the records are measured (False for a model).
+    measured = True
+
+    @classmethod
+    def add_arguments(cls, parser):
+        """Add the runner's own command-line options to ``parser``."""
+
+    @classmethod
+    def from_options(cls, options):
+        """The runner the parsed command-line ``options`` ask for."""
+        return cls()
+
+    def prepare(self, workload):
+        """Once before any run: upload the images, create flavors...
+
+        :returns: a dict of the facts the run depends on (host count,
+            hypervisor, image sizes...), stored in the results and printed.
+        """
+        return {}
+
+    @abc.abstractmethod
+    def reset(self, arm):
+        """Bring the cloud to the state every run starts from, for ``arm``.
+
+        Empty every image cache (Nova's ``_base`` on each compute, what the
+        agent pre-fetched), Cinder's image-volume cache and golden volumes,
+        delete every pool member; then configure the arm's mechanisms
+        (:class:`mlaccel.experiment.arms.Arm`): scheduler plugins in
+        nova.conf, the agent, the mirror-volume driver in cinder.conf,
+        taskd preload and push or a cold start from user-data, pools.
+        """
+
+    @abc.abstractmethod
+    def run(self, arm, workload, done):
+        """Run every task of ``workload``; return the run's outcome.
+
+        Launch each task (:class:`mlaccel.experiment.workload.Task`) at
+        ``task.at`` seconds after the start, tasks overlapping as they
+        arrive, and call ``done(record)`` as each ends.
+
+        :returns: ``{'records': [...], 'costs': {...}}``: one launch record
+            (:mod:`mlaccel.launcher.record`) per task, annotated with
+            :func:`mlaccel.experiment.results.annotate`, and the run's
+            costs (:data:`mlaccel.experiment.results.RUN_COSTS`).
+        """
+
+    def close(self):
+        """After the last run (or a failure): release what prepare made."""
+
+
+def execute(runner, workload, arms, repetitions=protocol.MIN_REPETITIONS,
+            warmup=1, seed=0, progress=True):
+    """Run the protocol with ``runner``; return the results dict."""
+    runs = protocol.schedule(arms, repetitions, warmup, seed)
+    out = results_mod.new(runner, workload, arms, repetitions, warmup, seed)
+    try:
+        out['preconditions'] = dict(runner.prepare(workload) or {})
+        for run in runs:
+            runner.reset(run.arm)
+            label = 'rep %d%s %s' % (run.repetition,
+                                     ' (warm-up)' if run.warmup else '',
+                                     run.arm.name)
+            with tqdm.tqdm(total=len(workload.tasks), desc=label,
+                           unit='task', disable=not progress,
+                           leave=True) as bar:
+                outcome = runner.run(run.arm, workload,
+                                     lambda record: bar.update(1))
+            out['runs'].append(results_mod.run_entry(run, outcome,
+                                                     workload))
+    finally:
+        runner.close()
+    return out

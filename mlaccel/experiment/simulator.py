@@ -1,0 +1,387 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""A discrete-event simulation (SimPy) of the task life cycle.
+
+The same four stages as the records (:mod:`mlaccel.lifecycle`), with the
+costs of a :class:`~mlaccel.experiment.calibration.Calibration`:
+
+- **scheduling**: each VM's request waits for one of the scheduler's
+  workers, which takes ``schedule_seconds`` (``plugins`` with the
+  scheduler plugins on). Stock Nova spreads (most free slots); the plugins
+  drop hosts with as many builds in flight as their published build limit
+  (BuildSlotFilter) and take the host :class:`mlaccel.costmodel.CostModel`
+  predicts to start the task soonest (LifecycleWeigher), from what a host
+  report would say: cached images, builds in flight, build limit.
+- **creation**: a build slot of nova-compute (``build_limit``), then the
+  image (a download from Glance into the host's cache unless cached or
+  already coming: one download per image and host), or for a volume-backed
+  VM a full copy of the image by its Cinder backend, or with mirror volumes
+  a clone of the image's golden volume (copied once per backend); then
+  ``build_seconds``. Downloads and copies share the host's link, Glance's
+  and the backend's bandwidth fairly (:mod:`.bandwidth`).
+- **buffering**: the guest's boot, then a cold start of the task from
+  user-data, or with taskd its preload and a warm start after its push.
+- **running**: the task's steps.
+
+Mechanisms: the agent pre-fetches hot images to every host from the start
+and publishes ``pacing_limit`` as its build limit; mirror volumes clone;
+taskd starts warm; warm pools (one per image and boot kind) are sized by
+:mod:`mlaccel.pool.sizing` (Little's law on the measured demand, the
+measured lead time of their refills); a member's daemon always
+preloads, and a claimed member skips scheduling, creation, boot and
+preload.
+
+:class:`SimulatedRunner` is a :class:`~mlaccel.experiment.runner.Runner`:
+its output is launch records in the record schema, so every table and chart
+is made from simulated runs as from measured ones.
+"""
+
+import random
+import types
+
+import simpy
+
+from mlaccel import costmodel
+from mlaccel.experiment import arms
+from mlaccel.experiment import bandwidth
+from mlaccel.experiment import results as results_mod
+from mlaccel.experiment import runner as runner_mod
+from mlaccel.experiment import workload as workload_mod
+from mlaccel.launcher import record as record_mod
+from mlaccel.pool import sizing
+
+
+class Host:
+    """A compute node, with what its host report would carry."""
+
+    def __init__(self, env, index, calibration, build_limit):
+        self.name = 'sim-host-%d' % index
+        self.index = index
+        self.free = calibration.host_slots
+        self.cached_images = set()
+        self.fetching = {}
+        self.builds = simpy.Resource(env, capacity=calibration.build_limit)
+        self.builds_in_flight = 0
+        self.build_limit = build_limit
+        self.build_throughput = 0
+        self.warm_slots = 0
+        self.fetch_bandwidth = calibration.download_bandwidth
+        self.link = bandwidth.Link(calibration.download_bandwidth)
+
+
+class _Pool:
+    """One warm pool: its idle members and its demand."""
+
+    def __init__(self, key):
+        self.key = key
+        self.idle = []
+        self.creating = 0
+        self.arrivals = []
+        self.lead = None
+
+
+class Cluster:
+    """One arm's run of a workload on a simulated cloud."""
+
+    def __init__(self, calibration, arm, workload, seed=0, label='sim',
+                 records=True):
+        self.cal = calibration
+        self.keep_records = records
+        self.arm = arm
+        self.workload = workload
+        self.label = label
+        self.rng = random.Random(seed)
+        self.env = simpy.Environment()
+        self.fluid = bandwidth.Fluid(self.env)
+        limit = calibration.pacing_limit if arm.on(arms.AGENT) \
+            else calibration.build_limit
+        self.hosts = [Host(self.env, i, calibration, limit)
+                      for i in range(calibration.hosts)]
+        self.glance = bandwidth.Link(calibration.glance)
+        self.backends = [bandwidth.Link(calibration.volume_copy_bandwidth)
+                         for _ in range(calibration.volume_backends)]
+        self.golden = {}
+        self.scheduler = simpy.Resource(self.env,
+                                        capacity=calibration.scheduler_workers)
+        self.model = costmodel.CostModel(types.SimpleNamespace(
+            mlaccel_costmodel=types.SimpleNamespace(
+                default_fetch_bandwidth=calibration.download_bandwidth,
+                default_image_size=max(i.size for i in workload.images),
+                default_build_seconds=calibration.build_seconds,
+                cold_start_seconds=calibration.cold_start_seconds,
+                warm_start_seconds=calibration.warm_start_seconds)))
+        self.costs = dict.fromkeys(results_mod.RUN_COSTS, 0)
+        self.pools = {}
+        self.records = []
+        #: ``(facts, observed, pool)`` of every task VM, in end order.
+        self.vms = []
+
+    # Scheduling
+
+    def _choose(self, image):
+        hosts = [h for h in self.hosts if h.free > 0]
+        if not hosts:
+            return None
+        if not self.arm.on(arms.SCHEDULER):
+            return max(hosts, key=lambda h: (h.free, self.rng.random()))
+        fit = [h for h in hosts if h.builds_in_flight < h.build_limit] \
+            or hosts
+        request = costmodel.StartRequest(image.name, image.size,
+                                         self.arm.on(arms.TASKD))
+        seconds = self.model.seconds_each(fit, request)
+        return min(zip(seconds, fit),
+                   key=lambda p: (p[0], -p[1].free, self.rng.random()))[1]
+
+    def _schedule(self, image):
+        cost = self.cal.schedule_seconds[
+            'plugins' if self.arm.on(arms.SCHEDULER) else 'stock']
+        while True:
+            with self.scheduler.request() as turn:
+                yield turn
+                yield self.env.timeout(cost)
+                host = self._choose(image)
+            if host is not None:
+                host.free -= 1
+                host.builds_in_flight += 1
+                return host
+            # No room: Nova would answer NoValidHost; a user retries.
+            yield self.env.timeout(max(cost, 1.0))
+
+    # Creation
+
+    def _fetch(self, host, image):
+        """Bring ``image`` into ``host``'s cache; bytes this call moved."""
+        if image.name in host.cached_images:
+            return 0
+        coming = host.fetching.get(image.name)
+        if coming is not None:
+            yield coming
+            return 0
+        done = self.fluid.transfer(image.size, (host.link, self.glance))
+        host.fetching[image.name] = done
+        self.costs['glance_bytes'] += image.size
+        yield done
+        del host.fetching[image.name]
+        host.cached_images.add(image.name)
+        return image.size
+
+    def _copy(self, backend, image):
+        self.costs['glance_bytes'] += image.size
+        self.costs['volume_copies'] += 1
+        yield self.fluid.transfer(image.size, (backend, self.glance))
+
+    def _volume(self, host, image):
+        """Make the VM's volume; ``(copied, cloned)``."""
+        backend = self.backends[host.index % len(self.backends)]
+        if not self.arm.on(arms.MIRROR):
+            yield from self._copy(backend, image)
+            return True, False
+        key = (id(backend), image.name)
+        golden = self.golden.get(key)
+        copied = golden is None
+        if copied:
+            golden = self.golden[key] = self.env.event()
+            yield from self._copy(backend, image)
+            golden.succeed()
+        else:
+            yield golden
+        yield self.env.timeout(self.cal.clone_seconds)
+        return copied, True
+
+    def _create(self, host, image, boot):
+        facts = {'host': host.name, 'image': image.name,
+                 'image_bytes': image.size, 'boot': boot,
+                 'glance_bytes': 0, 'volume_copy': False,
+                 'volume_clone': False}
+        with host.builds.request() as slot:
+            yield slot
+            if boot == workload_mod.IMAGE:
+                facts['glance_bytes'] = yield from self._fetch(host, image)
+            else:
+                facts['volume_copy'], facts['volume_clone'] = \
+                    yield from self._volume(host, image)
+                facts['glance_bytes'] = image.size * facts['volume_copy']
+            yield self.env.timeout(self.cal.build_seconds)
+        host.builds_in_flight -= 1
+        return facts
+
+    # Buffering and running
+
+    def _fresh_vm(self, image, boot, warm):
+        """Schedule, create and boot a VM; its observations and facts.
+
+        ``warm``: its task daemon preloads (taskd, or a pool member).
+        """
+        observed = {'requested': self.env.now}
+        host = yield from self._schedule(image)
+        observed['notified'] = {'scheduled': self.env.now}
+        facts = yield from self._create(host, image, boot)
+        observed['notified']['active'] = self.env.now
+        yield self.env.timeout(self.cal.guest_boot_seconds)
+        if warm:
+            yield self.env.timeout(self.cal.preload_seconds)
+            observed['ready_received'] = self.env.now
+        return host, observed, facts
+
+    def _vm(self, task, index, member, results):
+        image = self.workload.image(task.image)
+        if member is None:
+            host, observed, facts = yield from self._fresh_vm(
+                image, task.boot, self.arm.on(arms.TASKD))
+            start = self.cal.warm_start_seconds \
+                if self.arm.on(arms.TASKD) else self.cal.cold_start_seconds
+            pool = None
+        else:
+            host, observed, facts, pool = member
+            observed = {'claimed': self.env.now}
+            start = self.cal.warm_start_seconds
+        yield self.env.timeout(start)
+        observed['first_step_at'] = self.env.now
+        yield self.env.timeout(task.steps * self.cal.step_seconds)
+        observed['finished_at'] = self.env.now
+        host.free += 1
+        self.vms.append((facts, observed, pool))
+        results[index] = {'name': '%s-%d' % (task.index, index),
+                          'observed': observed, 'facts': facts,
+                          'pool': pool, 'state': 'DELETED'}
+
+    def _task(self, task, done):
+        yield self.env.timeout(task.at)
+        members = self._claim(task) if self.arm.on(arms.POOL) else []
+        vms = [None] * task.vms
+        procs = [self.env.process(self._vm(
+            task, i, members[i] if i < len(members) else None, vms))
+            for i in range(task.vms)]
+        yield self.env.all_of(procs)
+        if not self.keep_records:
+            return
+        request = {'image': task.image, 'count': task.vms, 'boot': task.boot,
+                   'entry': self.workload.task_spec['entry'],
+                   'args': {'steps': task.steps}}
+        record = results_mod.annotate(record_mod.build(
+            '%s-task-%d' % (self.label, task.index), request, vms,
+            'succeeded'), task)
+        self.records.append(record)
+        done(record)
+
+    # Warm pools
+
+    def _claim(self, task):
+        pool = self.pools[(task.image, task.boot)]
+        pool.arrivals.append([self.env.now, task.vms])
+        taken = pool.idle[:task.vms]
+        del pool.idle[:task.vms]
+        for _member, ready in taken:
+            self.costs['pool_idle_vm_seconds'] += self.env.now - ready
+        return [member for member, _ready in taken]
+
+    def _member(self, pool):
+        image = self.workload.image(pool.key[0])
+        began = self.env.now
+        host, observed, facts = yield from self._fresh_vm(
+            image, pool.key[1], True)
+        pool.creating -= 1
+        pool.lead = sizing.lead_time(pool.lead, self.env.now - began)
+        pool.idle.append(((host, observed, facts, '%s/%s' % pool.key),
+                          self.env.now))
+
+    def _default_lead(self, image):
+        cal = self.cal
+        return (cal.schedule_seconds['plugins'] + cal.build_seconds
+                + image.size / cal.download_bandwidth
+                + cal.guest_boot_seconds + cal.preload_seconds)
+
+    def _pool_manager(self, pool):
+        image = self.workload.image(pool.key[0])
+        while True:
+            now = self.env.now
+            pool.arrivals = sizing.prune(pool.arrivals, now,
+                                         self.cal.pool_window)
+            rate = sizing.arrival_rate(pool.arrivals, now,
+                                       self.cal.pool_window)
+            lead = pool.lead if pool.lead is not None \
+                else self._default_lead(image)
+            target = sizing.target_size(rate, lead, self.cal.pool_margin,
+                                        1, self.cal.pool_max)
+            for _ in range(target - len(pool.idle) - pool.creating):
+                pool.creating += 1
+                self.env.process(self._member(pool))
+            while len(pool.idle) > target:
+                (host, _observed, _facts, _key), ready = pool.idle.pop(0)
+                self.costs['pool_idle_vm_seconds'] += now - ready
+                host.free += 1
+            yield self.env.timeout(self.cal.pool_interval)
+
+    # The run
+
+    def _prefetch(self, host, images):
+        for image in images:
+            yield from self._fetch(host, image)
+
+    def run(self, done=lambda record: None):
+        """Run every task; return ``{'records': [...], 'costs': {...}}``."""
+        if self.arm.on(arms.AGENT):
+            hot = [image for image in self.workload.images if image.hot]
+            for host in self.hosts:
+                self.env.process(self._prefetch(host, hot))
+        if self.arm.on(arms.POOL):
+            for key in sorted({(t.image, t.boot)
+                               for t in self.workload.tasks}):
+                self.pools[key] = _Pool(key)
+                self.env.process(self._pool_manager(self.pools[key]))
+        tasks = [self.env.process(self._task(task, done))
+                 for task in self.workload.tasks]
+        self.env.run(until=self.env.all_of(tasks))
+        for pool in self.pools.values():
+            for _member, ready in pool.idle:
+                self.costs['pool_idle_vm_seconds'] += self.env.now - ready
+        return {'records': self.records, 'costs': dict(self.costs)}
+
+
+class SimulatedRunner(runner_mod.Runner):
+    """Runs arms on :class:`Cluster` with a calibration's costs."""
+
+    kind = 'simulator'
+    measured = False
+
+    def __init__(self, calibration, seed=0):
+        self.calibration = calibration
+        self.seed = seed
+        self._runs = 0
+
+    @classmethod
+    def add_arguments(cls, parser):
+        parser.add_argument(
+            '--calibration', required=True, metavar='FILE',
+            help='an experiment\'s results JSON to fit the stage costs '
+                 'from, or a calibration file')
+
+    @classmethod
+    def from_options(cls, options):
+        from mlaccel.experiment import calibration
+        return cls(calibration.load(options.calibration)[0],
+                   seed=options.seed)
+
+    def prepare(self, workload):
+        return {'hosts': self.calibration.hosts,
+                'host_slots': self.calibration.host_slots,
+                'vms': workload.vm_count(), 'tasks': len(workload.tasks)}
+
+    def reset(self, arm):
+        """Every :class:`Cluster` starts empty: nothing to do."""
+
+    def run(self, arm, workload, done):
+        self._runs += 1
+        return Cluster(self.calibration, arm, workload,
+                       seed=self.seed * 1000003 + self._runs,
+                       label='sim-%d-%s' % (self._runs, arm.name)).run(done)

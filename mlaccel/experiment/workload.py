@@ -1,0 +1,156 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The experiment's workload: a shape from a data file, expanded by a seed.
+
+A workload file (:data:`DEFAULT`, shipped in this package, or any file
+given with ``--workload``) says what the workload looks like: its images
+and their sizes, how many tasks, how many VMs a task takes, the share that
+boot from a volume, the span of the arrivals and their bursts, and the
+task each VM runs (schema: :data:`mlaccel.experiment.schema.WORKLOAD`).
+:func:`generate` draws the tasks from that shape with a seed: the file's
+own, or another one for a different workload of the same shape.
+"""
+
+import dataclasses
+import os
+import random
+
+from mlaccel.experiment import schema
+
+DEFAULT = os.path.join(os.path.dirname(__file__), 'data', 'workload.yaml')
+PRODUCTION = os.path.join(os.path.dirname(__file__), 'data',
+                          'production.yaml')
+MIB = 1 << 20
+IMAGE = 'image'
+VOLUME = 'volume'
+
+
+@dataclasses.dataclass(frozen=True)
+class Image:
+    name: str
+    size: int
+    hot: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One task of the workload: when it arrives and what it launches.
+
+    :ivar at: seconds after the start of the arm's run.
+    :ivar boot: :data:`IMAGE` (image-backed servers) or :data:`VOLUME`
+        (boot from a volume made from the image).
+    """
+
+    index: int
+    at: float
+    image: str
+    vms: int
+    boot: str
+    steps: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    shape: dict
+    seed: int
+    images: tuple
+    tasks: tuple
+
+    @property
+    def task_spec(self):
+        return self.shape['task']
+
+    def image(self, name):
+        return next(i for i in self.images if i.name == name)
+
+    def vm_count(self):
+        return sum(task.vms for task in self.tasks)
+
+    def to_dict(self):
+        return {'shape': self.shape, 'seed': self.seed,
+                'images': [dataclasses.asdict(i) for i in self.images],
+                'tasks': [dataclasses.asdict(t) for t in self.tasks]}
+
+    @classmethod
+    def from_dict(cls, data):
+        return cls(data['shape'], data['seed'],
+                   tuple(Image(**i) for i in data['images']),
+                   tuple(Task(**t) for t in data['tasks']))
+
+
+def check_shape(shape, name):
+    """Schema and cross-field checks; :class:`schema.InvalidFile` if bad."""
+    schema.check(shape, schema.WORKLOAD, name)
+    names = [image['name'] for image in shape['images']]
+    if len(set(names)) != len(names):
+        raise schema.InvalidFile('%s: images: names must be unique, got %s'
+                                 % (name, ', '.join(names)))
+    vms = shape['tasks']['vms']
+    if vms['min'] > vms['max']:
+        raise schema.InvalidFile('%s: tasks/vms: min %d is above max %d'
+                                 % (name, vms['min'], vms['max']))
+    burst = sum(b['size'] for b in shape['arrivals'].get('bursts', ()))
+    if burst > shape['tasks']['count']:
+        raise schema.InvalidFile(
+            '%s: arrivals/bursts: %d tasks in bursts, more than the %d '
+            'tasks of tasks/count' % (name, burst, shape['tasks']['count']))
+    return shape
+
+
+def load_shape(path=None):
+    """The shape in ``path`` (the default workload's without one)."""
+    path = path or DEFAULT
+    return check_shape(schema.read(path), os.path.basename(path))
+
+
+def _arrivals(shape, rng):
+    """Sorted arrival times: each burst's together, the rest at random."""
+    span = float(shape['arrivals']['duration'])
+    times = []
+    for burst in shape['arrivals'].get('bursts', ()):
+        spread = min(float(burst.get('spread', 0.0)), span)
+        start = rng.uniform(0.0, span - spread)
+        times += [start + rng.uniform(0.0, spread)
+                  for _ in range(burst['size'])]
+    times += [rng.uniform(0.0, span)
+              for _ in range(shape['tasks']['count'] - len(times))]
+    return sorted(round(t, 3) for t in times)
+
+
+def generate(shape, seed=None):
+    """Draw the :class:`Workload` of ``shape`` with ``seed``.
+
+    The same shape and seed always give the same tasks; ``seed=None``
+    takes the shape's own. The image of each task is drawn by the images'
+    ``weight`` (equal by default), its VM count uniformly between the
+    bounds, image- or volume-backed by ``boot_from_volume``.
+    """
+    seed = shape['seed'] if seed is None else seed
+    rng = random.Random(seed)
+    images = tuple(Image(i['name'], i['size_mib'] * MIB, i.get('hot', False))
+                   for i in shape['images'])
+    weights = [i.get('weight', 1.0) for i in shape['images']]
+    vms = shape['tasks']['vms']
+    volume_share = shape['tasks'].get('boot_from_volume', 0.0)
+    tasks = tuple(
+        Task(index, at, rng.choices(images, weights)[0].name,
+             rng.randint(vms['min'], vms['max']),
+             VOLUME if rng.random() < volume_share else IMAGE,
+             shape['task']['steps'])
+        for index, at in enumerate(_arrivals(shape, rng)))
+    return Workload(shape, seed, images, tasks)
+
+
+def load(path=None, seed=None):
+    """:func:`generate` from the shape in ``path`` (default: shipped)."""
+    return generate(load_shape(path), seed)

@@ -1,0 +1,109 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Calibration from records the simulator did not make, and validation."""
+
+import os
+import tempfile
+
+from mlaccel.experiment import arms
+from mlaccel.experiment import calibration
+from mlaccel.experiment import schema
+from mlaccel.experiment import validation
+from tests import testcase
+from tests.unit.experiment import synthetic
+
+COSTS = synthetic.COSTS
+
+
+class TestFit(testcase.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.results = synthetic.results(seed=1)
+        self.fitted = calibration.fit(self.results)
+
+    def test_recovers_the_costs_behind_the_records(self):
+        fitted = self.fitted
+        for found, true in (
+                (fitted.build_seconds, COSTS['build']),
+                (fitted.download_bandwidth, COSTS['download_bandwidth']),
+                (fitted.volume_copy_bandwidth, COSTS['copy_bandwidth']),
+                (fitted.cold_start_seconds, COSTS['cold_start']),
+                (fitted.preload_seconds, COSTS['preload']),
+                (fitted.warm_start_seconds, COSTS['warm']),
+                (fitted.step_seconds, COSTS['step']),
+                (fitted.schedule_seconds['stock'], COSTS['schedule_stock']),
+                (fitted.schedule_seconds['plugins'],
+                 COSTS['schedule_plugins'])):
+            self.assertAlmostEqual(true, found, delta=0.1 * true)
+        self.assertEqual(2, fitted.hosts)
+        self.assertEqual(0.0, fitted.guest_boot_seconds)
+        self.assertIn('refinement', fitted.sources)
+
+    def test_round_trips_through_a_calibration_file(self):
+        fd, path = tempfile.mkstemp(suffix='.json')
+        os.close(fd)
+        self.addCleanup(os.unlink, path)
+        schema.dump(self.fitted.to_dict(), path)
+        loaded, results = calibration.load(path)
+        self.assertIsNone(results)
+        self.assertEqual(self.fitted, loaded)
+
+    def test_a_bad_calibration_file_is_one_line(self):
+        data = self.fitted.to_dict()
+        data['build_seconds'] = -1
+        error = self.assertRaises(schema.InvalidFile,
+                                  calibration.Calibration.from_dict, data,
+                                  'cal.json')
+        self.assertIn('cal.json: build_seconds:', str(error))
+        self.assertNotIn('\n', str(error))
+
+    def test_records_without_copies_cannot_fit_the_copy_bandwidth(self):
+        results = synthetic.results(arms=[arms.only(arms.MIRROR)])
+        for run in results['runs']:
+            for record in run['records']:
+                for vm in record['vms']:
+                    vm['facts']['volume_copy'] = False
+        error = self.assertRaises(calibration.CalibrationError,
+                                  calibration.fit, results)
+        self.assertIn('volume_copy_bandwidth', str(error))
+
+
+class TestValidate(testcase.TestCase):
+
+    def test_reproduces_the_table_it_was_fitted_on(self):
+        checked = validation.validate(synthetic.results(seed=2))
+        self.assertTrue(checked.passed, checked.format())
+        judged = {(c.arm, c.field) for c in checked.judged}
+        for arm in synthetic.ARMS:
+            self.assertIn((arm.name, 'total'), judged)
+            self.assertIn((arm.name, 'creation'), judged)
+        self.assertIn(('stock', 'scheduling'),
+                      {(c.arm, c.field) for c in checked.cells})
+
+    def test_holds_for_another_workload_of_the_same_shape(self):
+        measured = synthetic.results(seed=5, workload_seed=99)
+        checked = validation.validate(measured)
+        self.assertTrue(checked.passed, checked.format())
+
+    def test_fails_on_a_cloud_unlike_its_calibration(self):
+        fitted = calibration.fit(synthetic.results(seed=2))
+        other = synthetic.results(seed=2, costs={
+            'download_bandwidth': 4 * COSTS['download_bandwidth'],
+            'cold_start': 3 * COSTS['cold_start']})
+        checked = validation.validate(other, fitted)
+        self.assertFalse(checked.passed)
+        worst = checked.worst
+        self.assertIn(worst.field, ('creation', 'buffering'))
+        self.assertGreater(abs(worst.error), validation.TOLERANCE)
+        self.assertIn('validation FAILED', checked.format())

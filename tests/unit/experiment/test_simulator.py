@@ -1,0 +1,183 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The simulator's mechanisms, on workloads small enough to reason about."""
+
+import dataclasses
+
+import jsonschema
+
+from mlaccel.experiment import arms
+from mlaccel.experiment import calibration
+from mlaccel.experiment import results
+from mlaccel.experiment import runner
+from mlaccel.experiment import simulator
+from mlaccel.experiment import workload as wl
+from tests import testcase
+
+MIB = wl.MIB
+SIZE = 500 * MIB
+BANDWIDTH = 100.0 * MIB
+
+
+def calib(**changes):
+    return dataclasses.replace(calibration.Calibration(
+        schedule_seconds={'stock': 0.0, 'plugins': 0.0}, build_seconds=2.0,
+        download_bandwidth=BANDWIDTH, volume_copy_bandwidth=50.0 * MIB,
+        clone_seconds=0.5, guest_boot_seconds=1.0, cold_start_seconds=3.0,
+        preload_seconds=4.0, warm_start_seconds=0.25, step_seconds=0.01,
+        hosts=2), **changes)
+
+
+def make(tasks, hot=False):
+    images = (wl.Image('img', SIZE, hot), wl.Image('other', SIZE))
+    return wl.Workload({'task': {'entry': 'clip'}}, 0, images, tuple(
+        wl.Task(i, at, image, vms, boot, 100)
+        for i, (at, image, vms, boot) in enumerate(tasks)))
+
+
+def run(arm, made, cal=None, seed=0):
+    out = simulator.Cluster(cal or calib(), arm, made, seed=seed).run()
+    records = sorted(out['records'], key=lambda r: r['experiment_task'])
+    return records, out['costs']
+
+
+def vm(record, index=0):
+    return record['vms'][index]
+
+
+def creation(record, index=0):
+    return vm(record, index)['timeline']['durations']['creation']
+
+
+class TestCreation(testcase.TestCase):
+
+    def test_a_cached_image_is_not_downloaded_again(self):
+        made = make([(0, 'img', 1, wl.IMAGE), (100, 'img', 1, wl.IMAGE)])
+        records, costs = run(arms.STOCK, made, calib(hosts=1))
+        self.assertAlmostEqual(2.0 + SIZE / BANDWIDTH, creation(records[0]))
+        self.assertAlmostEqual(2.0, creation(records[1]))
+        self.assertEqual(SIZE, vm(records[0])['facts']['glance_bytes'])
+        self.assertEqual(0, vm(records[1])['facts']['glance_bytes'])
+        self.assertEqual(SIZE, costs['glance_bytes'])
+
+    def test_concurrent_downloads_share_glance(self):
+        made = make([(0, 'img', 2, wl.IMAGE)])
+        records, _costs = run(arms.STOCK, made)
+        hosts = {vm(records[0], i)['facts']['host'] for i in range(2)}
+        self.assertEqual(2, len(hosts))
+        for index in range(2):
+            self.assertAlmostEqual(2.0 + 2 * SIZE / BANDWIDTH,
+                                   creation(records[0], index))
+
+    def test_stock_copies_every_volume_mirror_copies_once(self):
+        made = make([(0, 'img', 1, wl.VOLUME), (100, 'img', 1, wl.VOLUME),
+                     (200, 'img', 1, wl.VOLUME)])
+        copy = SIZE / (50.0 * MIB)
+        stock, stock_costs = run(arms.STOCK, made)
+        mirror, mirror_costs = run(arms.only(arms.MIRROR), made)
+        self.assertEqual(3, stock_costs['volume_copies'])
+        self.assertEqual(1, mirror_costs['volume_copies'])
+        self.assertAlmostEqual(2.0 + copy, creation(stock[2]))
+        self.assertAlmostEqual(2.0 + copy + 0.5, creation(mirror[0]))
+        self.assertAlmostEqual(2.5, creation(mirror[2]))
+        self.assertTrue(vm(mirror[0])['facts']['volume_copy'])
+        self.assertFalse(vm(mirror[2])['facts']['volume_copy'])
+        self.assertTrue(vm(mirror[2])['facts']['volume_clone'])
+
+    def test_scheduler_plugins_go_where_the_image_is(self):
+        made = make([(0, 'img', 1, wl.IMAGE), (100, 'img', 1, wl.IMAGE)])
+        misses = {'stock': 0, 'only-scheduler': 0}
+        for seed in range(10):
+            for arm in (arms.STOCK, arms.only(arms.SCHEDULER)):
+                records, _ = run(arm, made, seed=seed)
+                misses[arm.name] += vm(records[1])['facts']['glance_bytes'] > 0
+        self.assertEqual(0, misses['only-scheduler'])
+        self.assertGreater(misses['stock'], 0)
+
+    def test_agent_prefetches_hot_images_to_every_host(self):
+        made = make([(600, 'img', 2, wl.IMAGE)], hot=True)
+        records, costs = run(arms.only(arms.AGENT), made)
+        self.assertEqual(2 * SIZE, costs['glance_bytes'])
+        self.assertAlmostEqual(2.0, creation(records[0], 0))
+        self.assertAlmostEqual(2.0, creation(records[0], 1))
+
+
+class TestBuffering(testcase.TestCase):
+
+    def test_cold_start_against_preload_and_warm_start(self):
+        made = make([(0, 'img', 1, wl.IMAGE)])
+        stock, _ = run(arms.STOCK, made)
+        taskd, _ = run(arms.only(arms.TASKD), made)
+        buffering = [r[0]['timeline']['durations']['buffering']
+                     for r in (stock, taskd)]
+        self.assertAlmostEqual(1.0 + 3.0, buffering[0])
+        self.assertAlmostEqual(1.0 + 4.0 + 0.25, buffering[1])
+        self.assertAlmostEqual(1.0, stock[0]['timeline']['durations'][
+            'running'])
+
+    def test_a_pooled_vm_starts_at_its_claim(self):
+        made = make([(300, 'img', 2, wl.IMAGE)])
+        records, costs = run(arms.only(arms.POOL), made)
+        pooled = [v for v in records[0]['vms'] if v['pool']]
+        fresh = [v for v in records[0]['vms'] if not v['pool']]
+        self.assertEqual(1, len(pooled))
+        self.assertEqual(1, len(fresh))
+        durations = pooled[0]['timeline']['durations']
+        self.assertEqual(0.0, durations['scheduling'])
+        self.assertEqual(0.0, durations['creation'])
+        self.assertAlmostEqual(0.25, durations['buffering'])
+        self.assertEqual('img/image', pooled[0]['pool'])
+        self.assertGreater(costs['pool_idle_vm_seconds'], 250.0)
+
+    def test_pools_grow_with_demand_up_to_their_bound(self):
+        made = make([(10.0 * i, 'img', 2, wl.IMAGE) for i in range(40)])
+        pooled = {}
+        for bound in (1, 8):
+            records, _ = run(arms.only(arms.POOL), made, calib(pool_max=bound))
+            pooled[bound] = sum(bool(v['pool']) for r in records
+                                for v in r['vms'])
+        self.assertGreater(pooled[8], pooled[1])
+
+
+class TestSimulatedRunner(testcase.TestCase):
+
+    def test_results_match_the_schema_and_are_seeded(self):
+        made = wl.load()
+        chosen = arms.ablation_arms()
+        first = runner.execute(simulator.SimulatedRunner(calib()), made,
+                               chosen, progress=False)
+        jsonschema.validate(first, results.SCHEMA)
+        self.assertFalse(first['measured'])
+        self.assertEqual(4 * len(chosen), len(first['runs']))
+        again = runner.execute(simulator.SimulatedRunner(calib()), made,
+                               chosen, progress=False)
+        self.assertEqual(first['runs'][5]['costs'],
+                         again['runs'][5]['costs'])
+
+    def test_a_short_runner_is_refused_and_closed(self):
+        closed = []
+
+        class Short(simulator.SimulatedRunner):
+            def run(self, arm, workload, done):
+                out = super().run(arm, workload, done)
+                out['records'] = out['records'][1:]
+                return out
+
+            def close(self):
+                closed.append(True)
+
+        error = self.assertRaises(
+            ValueError, runner.execute, Short(calib()), wl.load(),
+            arms.main_arms(), progress=False)
+        self.assertIn('expected one for each', str(error))
+        self.assertEqual([True], closed)

@@ -1,0 +1,131 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The workload: its shipped shape, the seeded generator, bad files."""
+
+import os
+import tempfile
+
+import yaml
+
+from mlaccel.experiment import schema
+from mlaccel.experiment import workload
+from tests import testcase
+
+
+class TestDefaultWorkload(testcase.TestCase):
+
+    def test_shipped_shape_meets_the_experiment_brief(self):
+        made = workload.load()
+        sizes = sorted(image.size for image in made.images)
+        self.assertGreaterEqual(len(sizes), 3)
+        self.assertEqual(256 * workload.MIB, sizes[0])
+        self.assertEqual(2048 * workload.MIB, sizes[-1])
+        self.assertEqual({workload.IMAGE, workload.VOLUME},
+                         {task.boot for task in made.tasks})
+        self.assertTrue(all(1 <= task.vms <= 4 for task in made.tasks))
+        self.assertEqual('clip', made.task_spec['entry'])
+        self.assertGreaterEqual(made.task_spec['min_running_share'], 0.5)
+
+    def test_burst_tasks_arrive_within_their_spread(self):
+        shape = workload.load_shape()
+        burst = shape['arrivals']['bursts'][0]
+        times = [task.at for task in workload.generate(shape).tasks]
+        windows = [times[i + burst['size'] - 1] - times[i]
+                   for i in range(len(times) - burst['size'] + 1)]
+        self.assertLessEqual(min(windows), burst['spread'])
+        self.assertLessEqual(max(times), shape['arrivals']['duration'])
+        self.assertEqual(sorted(times), times)
+
+    def test_same_seed_same_tasks_other_seed_same_shape(self):
+        shape = workload.load_shape()
+        first = workload.generate(shape)
+        self.assertEqual(first.tasks, workload.generate(shape).tasks)
+        self.assertEqual(shape['seed'], first.seed)
+        other = workload.generate(shape, seed=shape['seed'] + 1)
+        self.assertNotEqual(first.tasks, other.tasks)
+        self.assertEqual(len(first.tasks), len(other.tasks))
+        self.assertEqual(first.images, other.images)
+        vms = shape['tasks']['vms']
+        self.assertTrue(all(vms['min'] <= t.vms <= vms['max']
+                            for t in other.tasks))
+
+    def test_boot_from_volume_share_follows_the_shape(self):
+        shape = workload.load_shape()
+        shape['tasks'] = dict(shape['tasks'], count=2000,
+                              boot_from_volume=0.25)
+        made = workload.generate(shape, seed=3)
+        share = sum(t.boot == workload.VOLUME
+                    for t in made.tasks) / len(made.tasks)
+        self.assertAlmostEqual(0.25, share, delta=0.04)
+
+    def test_round_trip_through_a_dict(self):
+        made = workload.load(seed=4)
+        self.assertEqual(made, workload.Workload.from_dict(made.to_dict()))
+
+
+class TestBadWorkloadFiles(testcase.TestCase):
+
+    def _write(self, text):
+        fd, path = tempfile.mkstemp(suffix='.yaml')
+        with os.fdopen(fd, 'w') as stream:
+            stream.write(text)
+        self.addCleanup(os.unlink, path)
+        return path
+
+    def _shape(self, **changes):
+        shape = workload.load_shape()
+        shape.update(changes)
+        return self._write(yaml.safe_dump(shape))
+
+    def _error(self, path):
+        error = self.assertRaises(schema.InvalidFile, workload.load, path)
+        message = str(error)
+        self.assertNotIn('\n', message)
+        self.assertIn(os.path.basename(path), message)
+        return message
+
+    def test_unknown_key_names_where(self):
+        shape = workload.load_shape()
+        shape['task']['stpes'] = 3
+        message = self._error(self._write(yaml.safe_dump(shape)))
+        self.assertIn('task', message)
+        self.assertIn('stpes', message)
+
+    def test_wrong_type_names_the_field(self):
+        shape = workload.load_shape()
+        shape['images'][1]['size_mib'] = 'big'
+        message = self._error(self._write(yaml.safe_dump(shape)))
+        self.assertIn('images/1/size_mib', message)
+
+    def test_min_above_max(self):
+        message = self._error(self._shape(tasks={
+            'count': 3, 'vms': {'min': 4, 'max': 2}}))
+        self.assertIn('min 4 is above max 2', message)
+
+    def test_more_burst_tasks_than_tasks(self):
+        message = self._error(self._shape(
+            tasks={'count': 2, 'vms': {'min': 1, 'max': 1}}))
+        self.assertIn('bursts', message)
+
+    def test_duplicate_image_names(self):
+        message = self._error(self._shape(images=[
+            {'name': 'a', 'size_mib': 1}, {'name': 'a', 'size_mib': 2}]))
+        self.assertIn('unique', message)
+
+    def test_not_yaml_and_missing_file(self):
+        message = self._error(self._write('images: [unclosed\n'))
+        self.assertIn('not YAML or JSON', message)
+        missing = os.path.join(tempfile.gettempdir(), 'no-such-workload.y')
+        error = self.assertRaises(schema.InvalidFile, workload.load,
+                                  missing)
+        self.assertIn('cannot read', str(error))
