@@ -10,7 +10,9 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Dispatch ``python -m mlaccel.bench <name>`` to ``mlaccel.bench.<name>``."""
+"""Dispatch ``python -m mlaccel.bench <name>`` to ``mlaccel.bench.<name>``
+(or to :data:`ELSEWHERE`: ``experiment`` is :mod:`mlaccel.experiment.cli`).
+"""
 
 import importlib
 import pkgutil
@@ -19,14 +21,20 @@ import sys
 import mlaccel.bench
 
 
+#: Benchmarks that live elsewhere: name -> module with ``main(argv)``.
+ELSEWHERE = {'experiment': 'mlaccel.experiment.cli'}
+
+
 def main(argv):
-    names = sorted(m.name for m in pkgutil.iter_modules(mlaccel.bench.__path__)
-                   if not m.name.startswith('_'))
-    if not argv or argv[0] not in names:
+    modules = {m.name: 'mlaccel.bench.' + m.name
+               for m in pkgutil.iter_modules(mlaccel.bench.__path__)
+               if not m.name.startswith('_')}
+    modules.update(ELSEWHERE)
+    if not argv or argv[0] not in modules:
         print('usage: python -m mlaccel.bench {%s} [options]'
-              % ','.join(names), file=sys.stderr)
+              % ','.join(sorted(modules)), file=sys.stderr)
         return 2
-    return importlib.import_module('mlaccel.bench.' + argv[0]).main(argv[1:])
+    return importlib.import_module(modules[argv[0]]).main(argv[1:])
 
 
 sys.exit(main(sys.argv[1:]))
