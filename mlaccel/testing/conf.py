@@ -43,16 +43,4 @@ OPTS = [
         min=0.0,
         help='Seconds a guest gets to exit after SIGTERM when its server is '
              'deleted or stopped, before it is killed.'),
-    cfg.BoolOpt(
-        'publish_reports',
-        default=True,
-        help='Publish a host report (the images in this host\'s image '
-             'cache, builds in flight, measured fetch bandwidth) on the '
-             'state bus, standing in for the compute-node agent.'),
-    cfg.FloatOpt(
-        'report_interval',
-        default=5.0,
-        min=0.5,
-        help='Seconds between two host reports; a report is also '
-             'published as soon as the image cache changes.'),
 ]

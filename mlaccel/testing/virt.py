@@ -17,10 +17,12 @@ On top of Nova's fake driver (the variant with a stable node identity),
 :class:`GuestProcessDriver`
 
 - fetches the server's image from Glance into the host's image cache in
-  Nova's own layout, ``$instances_path/_base/<sha1(image id)>``, under an
-  external lock, so a cache hit costs nothing and a miss is a real transfer
-  whose bandwidth is measured; a snapshot uploads that cached image as
-  the server's disk;
+  Nova's own layout, ``$instances_path/_base/<sha1(image id)>``, under
+  nova-compute's own external lock for that file (the one the libvirt
+  driver's image backend takes, ``$instances_path/locks/nova-<name>``), so
+  a cache hit costs nothing, a miss is a real transfer, and a file put
+  there by mlaccel-agent meanwhile is reused; a snapshot uploads that
+  cached image as the server's disk;
 - starts the server's *guest* as a real process on the compute host, as
   its user-data says (see :mod:`mlaccel.testing.cloudinit`: files from
   ``write_files`` under a per-server guest root, then the first allowed
@@ -28,10 +30,10 @@ On top of Nova's fake driver (the variant with a stable node identity),
   ``python -m mlaccel.tasks...`` runner). The guest runs in its own session
   in the instance directory, its output is the server's console output, and
   it is stopped (SIGTERM, then SIGKILL) when the server is deleted, stopped
-  or its compute service stops;
-- publishes a host report on the state bus listing the images in its cache,
-  as the compute-node agent will: a stand-in so that the scheduler plugins
-  see real cache contents in a test cloud.
+  or its compute service stops.
+
+It publishes nothing: the host report is mlaccel-agent's, which reads this
+cache as it reads a libvirt compute's.
 
 The CPU, memory and disk of a server remain fake. Nova loads drivers from
 inside ``nova.virt`` only: run the compute with ``python -m
@@ -40,7 +42,6 @@ mlaccel_testing.GuestProcessDriver``.
 """
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -58,8 +59,6 @@ from oslo_concurrency import lockutils
 from oslo_log import log as logging
 
 from mlaccel import conf as mlaccel_conf
-from mlaccel import hostreport
-from mlaccel.statebus import publisher as statebus_publisher
 from mlaccel.testing import cloudinit
 from mlaccel.testing import conf as testing_conf
 
@@ -67,9 +66,6 @@ LOG = logging.getLogger(__name__)
 CONF = mlaccel_conf.CONF
 # The test driver's options stay out of the operators' sample config.
 mlaccel_conf.register_group(CONF, testing_conf)
-
-AGENT_VERSION = 'mlaccel.testing.virt'
-_INDEX = '.mlaccel-images.json'
 
 
 class GuestProcessDriver(fake.FakeDriverWithoutFakeNodes):
@@ -83,12 +79,6 @@ class GuestProcessDriver(fake.FakeDriverWithoutFakeNodes):
         super().__init__(virtapi, read_only)
         self._lock = threading.Lock()
         self._guests = {}
-        self._cached = {}
-        self._building = 0
-        self._fetch_bandwidth = 0.0
-        self._changed = threading.Event()
-        self._stopping = threading.Event()
-        self._reporter = None
 
     # image cache ---------------------------------------------------------
     @property
@@ -96,34 +86,31 @@ class GuestProcessDriver(fake.FakeDriverWithoutFakeNodes):
         return os.path.join(CONF.instances_path,
                             CONF.image_cache.subdirectory_name)
 
+    @property
+    def lock_dir(self):
+        """Where nova-compute keeps its external image cache locks."""
+        return os.path.join(CONF.instances_path, 'locks')
+
     def init_host(self, host):
         super().init_host(host)
         os.makedirs(self.cache_dir, exist_ok=True)
-        self._load_index()
         self._end_orphans()
-        if CONF.mlaccel_test_driver.publish_reports:
-            self._reporter = threading.Thread(
-                target=self._report_loop, name='mlaccel-test-reporter',
-                daemon=True)
-            self._reporter.start()
-
-    def cached_images(self):
-        with self._lock:
-            return frozenset(self._cached)
 
     def fetch_image(self, context, image_id):
         """Make sure the image is in the cache.
 
         Returns True if it was fetched (a miss), False if it was already
-        there (a hit).
+        there (a hit). The lock is the one ``nova.virt.libvirt.
+        imagebackend`` takes (``nova.utils.synchronized(filename,
+        external=True, lock_path=$instances_path/locks)``), so anything
+        filling the cache as nova-compute does waits for it or is waited
+        for.
         """
         name = imagecache.get_cache_fname(image_id)
         path = os.path.join(self.cache_dir, name)
-        with lockutils.lock(name, lock_file_prefix='mlaccel-cache-',
-                            external=True,
-                            lock_path=os.path.join(self.cache_dir, 'locks')):
+        with lockutils.lock(name, lock_file_prefix='nova-', external=True,
+                            lock_path=self.lock_dir):
             if os.path.exists(path):
-                self._remember(image_id, name)
                 LOG.info('Image %s is cached on this host', image_id)
                 return False
             partial = path + '.part'
@@ -132,9 +119,6 @@ class GuestProcessDriver(fake.FakeDriverWithoutFakeNodes):
             os.rename(partial, path)
             seconds = time.monotonic() - started
             size = os.path.getsize(path)
-            with self._lock:
-                self._fetch_bandwidth = size / max(seconds, 1e-6)
-            self._remember(image_id, name)
             LOG.info('Fetched image %(image)s (%(size)d bytes) into the '
                      'image cache in %(sec).2f s',
                      {'image': image_id, 'size': size, 'sec': seconds})
@@ -144,53 +128,17 @@ class GuestProcessDriver(fake.FakeDriverWithoutFakeNodes):
         """Nova's pre-cache API (microversion 2.81) fills the same cache."""
         return self.fetch_image(context, image_id)
 
-    def _remember(self, image_id, name):
-        with self._lock:
-            if self._cached.get(image_id) == name:
-                return
-            self._cached[image_id] = name
-            data = json.dumps(self._cached)
-        index = os.path.join(self.cache_dir, _INDEX)
-        with open(index + '.tmp', 'w') as f:
-            f.write(data)
-        os.replace(index + '.tmp', index)
-        self._changed.set()
-
-    def _load_index(self):
-        try:
-            with open(os.path.join(self.cache_dir, _INDEX)) as f:
-                known = json.load(f)
-        except (OSError, ValueError):
-            known = {}
-        with self._lock:
-            self._cached = {
-                image: name for image, name in known.items()
-                if os.path.exists(os.path.join(self.cache_dir, name))}
-
     # builds and guests -----------------------------------------------------
     def spawn(self, context, instance, image_meta, injected_files,
               admin_password, allocations, network_info=None,
               block_device_info=None, power_on=True, accel_info=None):
-        with self._counting_build():
-            if instance.image_ref:
-                self.fetch_image(context, instance.image_ref)
-            super().spawn(context, instance, image_meta, injected_files,
-                          admin_password, allocations, network_info,
-                          block_device_info, power_on, accel_info)
-            if power_on:
-                self._start_guest(instance)
-
-    @contextlib.contextmanager
-    def _counting_build(self):
-        with self._lock:
-            self._building += 1
-        self._changed.set()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._building -= 1
-            self._changed.set()
+        if instance.image_ref:
+            self.fetch_image(context, instance.image_ref)
+        super().spawn(context, instance, image_meta, injected_files,
+                      admin_password, allocations, network_info,
+                      block_device_info, power_on, accel_info)
+        if power_on:
+            self._start_guest(instance)
 
     def instance_dir(self, instance_uuid):
         return os.path.join(CONF.instances_path, instance_uuid)
@@ -319,48 +267,17 @@ class GuestProcessDriver(fake.FakeDriverWithoutFakeNodes):
                           ignore_errors=True)
 
     def cleanup_host(self, host):
-        """The compute service stops: so do its guests and its reports."""
-        self._stopping.set()
-        self._changed.set()
+        """The compute service stops: so do its guests."""
         with self._lock:
             uuids = list(self._guests)
         for uuid in uuids:
             self._stop_guest(uuid)
-        if self._reporter is not None:
-            self._reporter.join(timeout=10)
         super().cleanup_host(host)
 
-    # host reports ----------------------------------------------------------
-    def host_report(self):
-        """This host's report, as the compute-node agent would make it."""
-        usage = shutil.disk_usage(self.cache_dir)
-        with self._lock:
-            return hostreport.HostReport(
-                host=CONF.host, timestamp=time.time(),
-                cached_images=frozenset(self._cached),
-                cache_free_bytes=usage.free,
-                fetch_bandwidth=self._fetch_bandwidth,
-                builds_in_flight=self._building,
-                agent_version=AGENT_VERSION)
-
-    def _report_loop(self):
-        publisher = statebus_publisher.Publisher(CONF.host, CONF)
-        interval = CONF.mlaccel_test_driver.report_interval
-        failing = False
-        try:
-            while not self._stopping.is_set():
-                self._changed.clear()
-                self._reap()
-                try:
-                    publisher.publish(self.host_report())
-                    failing = False
-                except Exception as exc:
-                    if not failing:
-                        LOG.warning('Cannot publish the host report: %s', exc)
-                    failing = True
-                self._changed.wait(interval)
-        finally:
-            publisher.stop()
+    def get_available_resource(self, nodename):
+        """Nova's periodic resource update; also reaps ended guests."""
+        self._reap()
+        return super().get_available_resource(nodename)
 
     def _reap(self):
         """Collect guests that ended by themselves (no zombies)."""
