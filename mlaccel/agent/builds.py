@@ -59,9 +59,8 @@ class BuildTracker:
         self.window = window
         self._lock = threading.Lock()
         self._builds = {}       # instance -> (started, limiter token|None)
-        self._ends = collections.deque()
+        self._ends = collections.deque()    # (end time, duration)
         self._durations = collections.deque(maxlen=_DURATIONS)
-        self._first = None
         self._generation = 0
         #: Builds seen completing successfully since the agent started.
         self.completed = 0
@@ -76,7 +75,6 @@ class BuildTracker:
         with self._lock:
             if instance in self._builds:
                 return  # a duplicate delivery
-            self._first = when if self._first is None else self._first
             try:
                 with self._at(when):
                     token = self.limiter.acquire(timeout=0)
@@ -90,15 +88,15 @@ class BuildTracker:
         with self._lock:
             began = self._builds.pop(instance, None)
             if ok:
-                self._first = when if self._first is None else self._first
-                self._ends.append(when)
                 self.completed += 1
             if began is None:
                 self._generation += 1
                 return  # started before the agent listened
             start, token = began
             if ok:
-                self._durations.append(max(0.0, when - start))
+                duration = max(0.0, when - start)
+                self._durations.append(duration)
+                self._ends.append((when, duration))
             if token is not None:
                 before = self.limiter.limit
                 self._release(token, when, ok)
@@ -148,15 +146,21 @@ class BuildTracker:
         return self.limiter.limit
 
     def throughput(self, now=None):
-        """Builds completed per second over the window (0: too few)."""
+        """Builds per second the host sustains at its limit (0: unknown).
+
+        ``limit`` builds at once, each taking the median duration of the
+        successful builds that ended within the window (Little's law). Made
+        from durations, not from a count of completions: a host that was
+        merely sent fewer builds does not look slower.
+        """
         now = time.time() if now is None else now
         with self._lock:
-            while self._ends and self._ends[0] < now - self.window:
+            while self._ends and self._ends[0][0] < now - self.window:
                 self._ends.popleft()
-            if len(self._ends) < 2 or self._first is None:
+            if not self._ends:
                 return 0.0
-            span = min(self.window, now - self._first)
-            return len(self._ends) / span if span > 0 else 0.0
+            median = statistics.median(d for _, d in self._ends)
+            return self.limiter.limit / median if median > 0 else 0.0
 
     @property
     def median_duration(self):

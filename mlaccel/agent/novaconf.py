@@ -39,6 +39,8 @@ class NovaSettings:
     :ivar lock_dir: where nova-compute keeps the external locks it takes
         while it fills the cache (``$instances_path/locks``).
     :ivar force_raw: ``[DEFAULT] force_raw_images``.
+    :ivar max_builds: ``[DEFAULT] max_concurrent_builds``, the builds
+        nova-compute runs at once (0: unlimited).
     :ivar transport_url: the notification transport (``None``: none set).
     :ivar topics: ``[notifications] versioned_notifications_topics``.
     :ivar conf: the ``ConfigOpts`` holding nova.conf.
@@ -51,6 +53,7 @@ class NovaSettings:
     transport_url: str
     topics: tuple
     conf: object = dataclasses.field(repr=False, compare=False)
+    max_builds: int = 10
 
 
 _DEFAULT_OPTS = [
@@ -58,6 +61,7 @@ _DEFAULT_OPTS = [
     cfg.StrOpt('state_path', default='/var/lib/nova'),
     cfg.StrOpt('instances_path', default='$state_path/instances'),
     cfg.BoolOpt('force_raw_images', default=True),
+    cfg.IntOpt('max_concurrent_builds', default=10, min=0),
 ]
 _GROUP_OPTS = {
     'image_cache': [cfg.StrOpt('subdirectory_name', default='_base')],
@@ -127,4 +131,4 @@ def load(files):
         lock_dir=os.path.join(instances, 'locks'),
         force_raw=conf.force_raw_images, transport_url=url,
         topics=tuple(conf.notifications.versioned_notifications_topics),
-        conf=conf)
+        conf=conf, max_builds=conf.max_concurrent_builds)

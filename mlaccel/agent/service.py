@@ -78,8 +78,7 @@ class Agent:
                                           headroom=opts.headroom_mb << 20)
         self.builds = agent_builds.BuildTracker(
             build_timeout=opts.build_timeout, window=opts.throughput_window,
-            initial=opts.initial_build_limit,
-            min_limit=opts.min_build_limit, max_limit=opts.max_build_limit)
+            **build_limits(opts, self.settings.max_builds))
         self.hot = agent_hot.HotImages(opts, self.cloud)
         try:
             fetcher = fetchers.load(opts.fetcher, self.settings, opts,
@@ -167,6 +166,25 @@ class Agent:
         self.reporter.stop()
         self.cloud.close()
         LOG.info('mlaccel-agent of host %s stopped', self.host)
+
+
+def build_limits(opts, max_builds):
+    """``initial``, ``min_limit`` and ``max_limit`` of the build limiter.
+
+    nova-compute runs at most ``max_builds`` builds at once (0: no bound):
+    a published limit above it would promise slots that queue inside
+    nova-compute, so the limits are capped there (logged once).
+    """
+    limits = {'initial': opts.initial_build_limit,
+              'min_limit': opts.min_build_limit,
+              'max_limit': opts.max_build_limit}
+    if max_builds and opts.max_build_limit > max_builds:
+        LOG.info('Build limit capped at nova-compute\'s '
+                 'max_concurrent_builds = %d ([mlaccel_agent] '
+                 'max_build_limit is %d)', max_builds, opts.max_build_limit)
+        limits = {name: min(value, max_builds)
+                  for name, value in limits.items()}
+    return limits
 
 
 def _host_key(conf):

@@ -96,16 +96,31 @@ class BuildTrackerTest(testcase.TestCase):
         self.assertEqual(1, tracker.limiter.in_flight)
         self.assertIn('Build of lost started 70 s ago', self.log.output)
 
-    def test_throughput_over_window(self):
-        tracker = self.tracker(window=100.0)
+    def test_throughput_is_the_limit_over_the_median_duration(self):
+        tracker = self.tracker(window=100.0, initial=4, max_limit=4)
         for i in range(10):
             tracker.started('b%d' % i, 1000.0 + i * 10)
             tracker.ended('b%d' % i, 1005.0 + i * 10)
-        # 10 builds completed in the 100 s since the first event.
-        self.assertAlmostEqual(0.1, tracker.throughput(now=1100.0))
-        # Later, only the builds inside the window count.
-        self.assertAlmostEqual(0.05, tracker.throughput(now=1150.0))
+        # 4 slots, builds of 5 s each.
+        self.assertAlmostEqual(0.8, tracker.throughput(now=1100.0))
+        # Slower builds later: only those inside the window count.
+        for i in range(10, 15):
+            tracker.started('b%d' % i, 1200.0 + i)
+            tracker.ended('b%d' % i, 1210.0 + i)
+        self.assertAlmostEqual(0.4, tracker.throughput(now=1250.0))
         self.assertEqual(0.0, tracker.throughput(now=5000.0))
+
+    def test_fewer_builds_sent_is_not_slower(self):
+        few, many = self.tracker(), self.tracker()
+        wave(few, 1000.0, 1, 5.0, 'f')
+        for i in range(4):
+            wave(many, 1000.0 + i, 4, 5.0, 'm%d' % i)
+        # Each host's slots at the same measured speed: one build sent
+        # counts as much as sixteen.
+        for tracker in (few, many):
+            self.assertAlmostEqual(tracker.limit / 5.0,
+                                   tracker.throughput(now=1010.0), places=2)
+        self.assertGreaterEqual(few.throughput(now=1010.0), 0.8)
 
     def test_out_of_order_end_uses_its_own_time(self):
         tracker = self.tracker()

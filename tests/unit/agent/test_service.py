@@ -203,3 +203,30 @@ class AgentFaultsTest(base.NodeTestCase):
         self.assertTrue(seen)
         agent.stop()
         self.assertIsNone(on_bus())
+
+
+class BuildLimitCapTest(base.NodeTestCase):
+    """The published limit never passes nova-compute's own bound."""
+
+    NOVA_CONF = 'max_concurrent_builds = 2\n'
+
+    def agent(self, **opts):
+        from mlaccel.agent import service
+
+        conf = self.useFixture(mlaccel_fixtures.Conf())
+        conf.set('mlaccel_agent', nova_config_files=[self.nova_conf],
+                 listen_notifications=False, **opts)
+        return service.Agent(conf.conf)
+
+    def test_capped_at_max_concurrent_builds(self):
+        agent = self.agent(initial_build_limit=4, max_build_limit=32)
+        self.assertEqual(2, agent.builds.limit)
+        self.assertEqual(2, agent.builds.limiter.max_limit)
+        self.assertIn('max_concurrent_builds = 2', self.log.output)
+
+    def test_unbounded_nova_keeps_the_agent_limits(self):
+        with open(self.nova_conf, 'a') as f:
+            f.write('max_concurrent_builds = 0\n')
+        agent = self.agent(initial_build_limit=4, max_build_limit=32)
+        self.assertEqual(4, agent.builds.limit)
+        self.assertEqual(32, agent.builds.limiter.max_limit)
