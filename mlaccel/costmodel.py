@@ -103,8 +103,11 @@ class CostModel:
                 ahead = report.builds_in_flight + extra
                 if report.build_throughput > 0:
                     # Little's law: with N builds ahead draining at the
-                    # measured rate, ours completes after (N + 1) / rate.
-                    build = (ahead + 1) / report.build_throughput
+                    # measured rate, ours completes after (N + 1) / rate;
+                    # with a free slot, after one build's time (limit /
+                    # rate, the rate being the limit's slots at work).
+                    build = max(ahead + 1, report.build_limit) \
+                        / report.build_throughput
                 else:
                     waves = ahead // max(report.build_limit, 1)
                     build = build_seconds * (1 + waves)
