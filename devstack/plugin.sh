@@ -1,8 +1,9 @@
 #!/bin/bash
 # shellcheck shell=bash
 # devstack plugin of mlaccel: enables its Nova scheduler filter and weighers
-# and its state bus, prepares the task daemon for guest images and
-# configures tempest for the mlaccel tempest plugin.
+# and its state bus, runs mlaccel-agent beside every nova-compute, prepares
+# the task daemon for guest images and configures tempest for the mlaccel
+# tempest plugin.
 
 # Save trace setting
 _XTRACE_MLACCEL=$(set +o | grep xtrace)
@@ -72,6 +73,32 @@ function configure_mlaccel {
     "$(_mlaccel_bin mlaccel-config)" "${args[@]}"
 }
 
+# mlaccel-agent reads nova-compute's own configuration for its host name,
+# image cache and notification transport; only the state bus, the host key
+# and the cloud it reads Glance with are its own.
+function configure_mlaccel_agent {
+    local conf=$MLACCEL_AGENT_CONF
+    sudo install -d -m 0755 -o "$STACK_USER" "$(dirname "$conf")"
+    iniset "$conf" mlaccel_agent nova_config_files "$MLACCEL_AGENT_NOVA_CONF"
+    iniset "$conf" mlaccel_agent cloud "$MLACCEL_AGENT_CLOUD"
+    iniset "$conf" mlaccel_statebus backend_url "$MLACCEL_STATEBUS_URL"
+    iniset "$conf" mlaccel_statebus host_key_file \
+        "$MLACCEL_STATEBUS_HOST_KEY_FILE"
+}
+
+function start_mlaccel_agent {
+    run_process mlaccel-agent \
+        "$(_mlaccel_bin mlaccel-agent) --config-file $MLACCEL_AGENT_CONF"
+}
+
+function stop_mlaccel_agent {
+    stop_process mlaccel-agent
+}
+
+function _mlaccel_agent_enabled {
+    is_service_enabled n-cpu && is_service_enabled mlaccel-agent
+}
+
 function install_mlaccel_guest_files {
     # The unit that the diskimage-builder element installs in guest images,
     # and the user-data that configures and starts it on any image.
@@ -100,7 +127,7 @@ function cleanup_mlaccel {
     if [[ $MLACCEL_STATEBUS_URL == file://* ]]; then
         rm -rf "${MLACCEL_STATEBUS_URL#file://}"
     fi
-    sudo rm -rf "$MLACCEL_CONF_DIR/guest" \
+    sudo rm -rf "$MLACCEL_CONF_DIR/guest" "$MLACCEL_AGENT_CONF" \
         "$MLACCEL_STATEBUS_DEPLOYMENT_KEY_FILE" \
         "$MLACCEL_STATEBUS_HOST_KEY_FILE"
     sudo rmdir "$MLACCEL_STATEBUS_KEY_DIR" 2> /dev/null || true
@@ -114,6 +141,11 @@ if is_service_enabled mlaccel; then
         echo_summary "Enabling mlaccel in nova"
         configure_mlaccel
     elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
+        if _mlaccel_agent_enabled; then
+            echo_summary "Starting mlaccel-agent"
+            configure_mlaccel_agent
+            start_mlaccel_agent
+        fi
         if [[ $MLACCEL_GUEST_TASKD == "True" ]]; then
             echo_summary "Preparing the mlaccel task daemon for guests"
             install_mlaccel_guest_files
@@ -126,8 +158,9 @@ if is_service_enabled mlaccel; then
     fi
 
     if [[ "$1" == "unstack" ]]; then
-        # mlaccel runs inside nova's services: nothing of its own to stop.
-        :
+        if _mlaccel_agent_enabled; then
+            stop_mlaccel_agent
+        fi
     fi
 
     if [[ "$1" == "clean" ]]; then

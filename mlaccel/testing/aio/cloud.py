@@ -25,6 +25,7 @@ import time
 
 from mlaccel.cmd import config as mlaccel_config
 from mlaccel.launcher import actions
+from mlaccel.testing.aio import agents
 from mlaccel.testing.aio import configs
 from mlaccel.testing.aio import layout as aio_layout
 from mlaccel.testing.aio import pools
@@ -263,12 +264,21 @@ def start_services(lay):
         procs.wait_port(lay, name, port, 120)
 
 
-def start_compute(lay, host):
-    etc = lay.path('etc', 'nova')
-    procs.start(lay, 'nova-compute-' + host, [
-        lay.bin('python'), '-m', 'mlaccel.testing.compute',
-        '--config-file', os.path.join(etc, 'nova.conf'),
-        '--config-file', os.path.join(etc, 'compute-%s.conf' % host)])
+def start_compute(lay, host, agent=True):
+    """Start nova-compute on ``host`` and, with mlaccel, its agent."""
+    argv = [lay.bin('python'), '-m', 'mlaccel.testing.compute']
+    for path in configs.compute_config_files(lay, host):
+        argv += ['--config-file', path]
+    procs.start(lay, 'nova-compute-' + host, argv)
+    if agent and lay.settings.mlaccel:
+        agents.start(lay, host)
+
+
+def stop_compute(lay, host, agent=True, timeout=STOP_TIMEOUT):
+    """Stop nova-compute on ``host`` and its agent with it."""
+    if agent:
+        procs.stop(lay, agents.service(host), timeout)
+    procs.stop(lay, 'nova-compute-' + host, timeout)
 
 
 def _reported_since(service, since):
@@ -283,6 +293,19 @@ def _reported_since(service, since):
 def wait_service_up(lay, conn, binary, since, timeout=120.0):
     """Wait until the service started at ``since`` reports in."""
     _wait_service_up(lay, conn, binary, since, time.monotonic() + timeout)
+
+
+def wait_compute_up(lay, conn, host, since, timeout=120.0):
+    """Wait until nova-compute on ``host``, started at ``since``, is up."""
+    deadline = time.monotonic() + timeout
+    while not any(_reported_since(svc, since) for svc in
+                  conn.compute.services(binary='nova-compute', host=host)):
+        if not procs.running(lay, 'nova-compute-' + host):
+            raise procs.ServiceError('nova-compute on %s died:\n%s' % (
+                host, procs.tail(lay, 'nova-compute-' + host)))
+        if time.monotonic() > deadline:
+            raise procs.ServiceError('nova-compute on %s is not up' % host)
+        time.sleep(0.5)
 
 
 def _wait_service_up(lay, conn, binary, since, deadline):
@@ -352,6 +375,9 @@ def make_test_resources(lay, conn):
         flavor = conn.compute.find_flavor(name) or \
             conn.compute.create_flavor(name=name, ram=ram, vcpus=1, disk=1)
         flavors[name] = flavor.id
+    # Bursts of test servers larger than Nova's default quota of 10.
+    conn.set_compute_quotas(conn.current_project_id, instances=-1,
+                            cores=-1, ram=-1)
     cloud = {'image_id': image.id, 'flavor_id': flavors['m1.aio'],
              'flavor_alt_id': flavors['m1.aio-alt']}
     with open(lay.cloud_file, 'w') as f:
@@ -364,7 +390,8 @@ def enable_mlaccel(lay):
     argv = ['enable', '--nova-conf', lay.path('etc', 'nova', 'nova.conf'),
             '--statebus-url', lay.statebus_url]
     if lay.settings.cinder:
-        argv += ['--cinder-conf', lay.path('etc', 'cinder', 'cinder.conf')]
+        argv += ['--cinder-conf', lay.path('etc', 'cinder', 'cinder.conf'),
+                 '--cinder-mirror-backend', 'file']
     if mlaccel_config.main(argv):
         raise procs.ServiceError('mlaccel-config failed')
 
@@ -380,6 +407,7 @@ def up(lay):
     configs.write_all(lay)
     if lay.settings.mlaccel:
         enable_mlaccel(lay)
+        agents.write_configs(lay)
     clock.mark('configuration written')
     start_infra(lay)
     clock.mark('MariaDB, RabbitMQ, Redis up')

@@ -157,7 +157,7 @@ def nova(lay):
     keys_dir = lay.path('etc', 'mlaccel')
     os.makedirs(keys_dir, mode=0o700, exist_ok=True)
     deployment_key = os.path.join(keys_dir, 'statebus-deployment.key')
-    host_keys = {host: os.path.join(keys_dir, 'statebus-%s.key' % host)
+    host_keys = {host: host_key_file(lay, host)
                  for host in lay.compute_hosts()}
     statebus_keys.provision(deployment_key, host_keys)
     sections['mlaccel_statebus'] = {'deployment_key_file': deployment_key}
@@ -175,12 +175,28 @@ def nova(lay):
         })
 
 
+def host_key_file(lay, host):
+    """The key compute ``host`` signs its host reports with."""
+    return lay.path('etc', 'mlaccel', 'statebus-%s.key' % host)
+
+
+def compute_config_files(lay, host):
+    """nova-compute's configuration files on ``host``, in order."""
+    etc = lay.path('etc', 'nova')
+    return [os.path.join(etc, 'nova.conf'),
+            os.path.join(etc, 'compute-%s.conf' % host)]
+
+
 def scheduler_filters():
     """The stock filters the cloud enables (mlaccel's are added to them)."""
     return ['ComputeFilter', 'ComputeCapabilitiesFilter',
             'ImagePropertiesFilter', 'ServerGroupAntiAffinityFilter',
             'ServerGroupAffinityFilter', 'SameHostFilter',
             'DifferentHostFilter']
+
+
+CINDER_INTERNAL_PROJECT = 'f0f0f0f0-0000-4000-8000-00000000c1de'
+CINDER_INTERNAL_USER = 'f0f0f0f0-0000-4000-8000-00000000a5e7'
 
 
 def cinder(lay):
@@ -195,14 +211,21 @@ def cinder(lay):
             'state_path': data,
             'api_paste_config': os.path.join(lay.venv, 'etc', 'cinder',
                                              'api-paste.ini'),
-            'enabled_backends': 'fake',
+            'enabled_backends': 'file',
+            # The mirror-volume cache's golden volumes belong to this
+            # project (Cinder does not ask Keystone about it).
+            'cinder_internal_tenant_project_id': CINDER_INTERNAL_PROJECT,
+            'cinder_internal_tenant_user_id': CINDER_INTERNAL_USER,
         },
-        'fake': {
-            'volume_driver':
-                'cinder.tests.fake_driver.FakeLoggingVolumeDriver',
-            'volume_backend_name': 'fake',
-            'target_helper': 'fake',
+        # Volumes that hold real bytes; mlaccel-config wraps this backend
+        # in the mirror-volume driver (cloud.enable_mlaccel).
+        'file': {
+            'volume_driver': 'mlaccel.testing.filevolume.FileVolumeDriver',
+            'volume_backend_name': 'file',
+            'mlaccel_file_volume_dir': os.path.join(data, 'volumes'),
         },
+        # Glance access of the mirror-volume cache's pre-warm task.
+        'glance': _client(lay, 'cinder'),
         'database': {'connection': lay.db_url('cinder')},
         'oslo_concurrency': {'lock_path': os.path.join(data, 'lock')},
         'oslo_messaging_notifications': {'driver': 'noop'},

@@ -122,6 +122,11 @@ def _group_alive(pgid):
     return any(group == pgid for _pid, group, _state in _processes())
 
 
+def pid(layout, name):
+    """The recorded pid of service ``name`` (``None``: none recorded)."""
+    return _read_pid(layout, name)
+
+
 def running(layout, name):
     pid = _read_pid(layout, name)
     return pid is not None and _group_alive(pid)

@@ -19,14 +19,17 @@ computes' own nova.conf files; images are made per test with bytes of
 their own, so no compute has them cached.
 """
 
+import collections
 import dataclasses
 import os
+import shutil
 import threading
 import time
 import uuid
 
 import fixtures
 import kombu
+from oslo_config import cfg
 import testtools
 
 from mlaccel.agent import builds
@@ -38,6 +41,10 @@ from mlaccel.agent import hot
 from mlaccel.agent import inventory
 from mlaccel.agent import notifications
 from mlaccel.agent import novaconf
+from mlaccel import conf as mlaccel_conf
+from mlaccel.statebus import reader
+from mlaccel.testing.aio import agents
+from mlaccel.testing.aio import cloud
 from mlaccel.testing.aio import fixture
 from mlaccel.testing.aio import procs
 from tests import fixtures as mlaccel_fixtures
@@ -196,3 +203,188 @@ class AgentOnCloudTest(testtools.TestCase):
         url = self.lay.transport_url.replace('rabbit://', 'amqp://')
         with kombu.Connection(url) as connection:
             connection.default_channel.queue_delete(queue=name)
+
+
+class RunningAgentsTest(testtools.TestCase):
+    """The cloud's own ``mlaccel-agent`` per compute, as deployed.
+
+    The agents are the only producers of host reports; the scheduler runs
+    mlaccel's filter and weighers (``mlaccel-config enable``).
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.aio = self.useFixture(fixture.RunningCloud())
+        self.lay = self.aio.layout
+        self.conn = self.aio.connect()
+        self.hosts = self.lay.compute_hosts()
+
+    def reports(self):
+        """Every host's report on the bus, checked as the scheduler does."""
+        conf = cfg.ConfigOpts()
+        mlaccel_conf.register_opts(conf)
+        conf([], default_config_files=[])
+        conf.set_override('backend_url', self.lay.statebus_url,
+                          'mlaccel_statebus')
+        conf.set_override('deployment_key_file', self.lay.path(
+            'etc', 'mlaccel', 'statebus-deployment.key'), 'mlaccel_statebus')
+        cache = reader.ReportCache(conf)
+        try:
+            cache.refresh()
+            snapshot = cache.current()
+        finally:
+            cache.stop()
+        return {host: snapshot.get(host) for host in self.hosts
+                if snapshot.get(host) is not None}
+
+    def wait_report(self, host, predicate, timeout=60):
+        deadline = time.monotonic() + timeout
+        while True:
+            report = self.reports().get(host)
+            if report is not None and predicate(report):
+                return report
+            if time.monotonic() > deadline:
+                self.fail('the report of %s never passed the check; last: '
+                          '%s' % (host, report))
+            time.sleep(0.5)
+
+    def new_image(self, size=512 * 1024):
+        image = self.conn.image.create_image(
+            name='mlaccel-agent-test-%s' % uuid.uuid4().hex[:8],
+            data=os.urandom(size) + uuid.uuid4().bytes,
+            disk_format='raw', container_format='bare')
+        self.addCleanup(self.conn.image.delete_image, image,
+                        ignore_missing=True)
+        return self.conn.image.wait_for_status(image, 'active', wait=WAIT)
+
+    def create(self, image_id, name='mlaccel-agent-test'):
+        server = self.conn.compute.create_server(
+            name=name, image_id=image_id,
+            flavor_id=self.aio.cloud['flavor_id'], networks='none')
+        self.addCleanup(self.conn.compute.wait_for_delete, server,
+                        interval=0.5, wait=WAIT)
+        self.addCleanup(self.conn.compute.delete_server, server,
+                        ignore_missing=True)
+        return server
+
+    def compute_log(self, host):
+        with open(procs.log_path(self.lay, 'nova-compute-' + host)) as f:
+            return f.read()
+
+    def restart_agent(self, host, **options):
+        """Restart the agent of ``host`` with ``options`` added.
+
+        The cleanup restarts it as the cloud made it.
+        """
+        def restart(**opts):
+            procs.stop(self.lay, agents.service(host), 30)
+            agents.write_config(self.lay, host, **opts)
+            agents.start(self.lay, host)
+        self.addCleanup(restart)
+        restart(**options)
+
+    def cache_names(self, host):
+        directory = os.path.join(self.lay.instances_path(host), '_base')
+        return {name for name in os.listdir(directory)
+                if len(name) == 40 and not name.startswith('.')}
+
+    def test_prefetched_image_draws_its_server_and_is_not_downloaded(self):
+        for host in self.hosts:
+            # Large enough that its transfer outweighs the hosts' noise in
+            # build times (as an ML image does by far).
+            image = self.new_image(128 << 20)
+            # The operator names the image hot on this host only. Every
+            # agent restarts, so that none has build measurements the
+            # others lack (a restarted agent measures builds anew).
+            for each in self.hosts:
+                self.restart_agent(each, **(
+                    {'hot_images': image.id} if each == host else {}))
+            self.wait_report(host, lambda r: image.id in r.cached_images)
+            for other in set(self.hosts) - {host}:
+                self.assertNotIn(image.id,
+                                 self.reports()[other].cached_images)
+            # The scheduler reads the bus every refresh_interval (2 s).
+            time.sleep(5)
+            server = self.conn.compute.wait_for_server(
+                self.create(image.id), interval=0.5, wait=WAIT)
+            self.assertEqual(host, server.compute_host)
+            log = self.compute_log(host)
+            self.assertIn('Image %s is cached on this host' % image.id, log)
+            self.assertNotIn('Fetched image %s' % image.id, log)
+
+    def test_burst_of_three_times_the_build_limit_all_active_and_spread(self):
+        reports = self.reports()
+        self.assertEqual(set(self.hosts), set(reports))
+        limit = sum(reports[host].build_limit for host in self.hosts)
+        self.assertGreater(limit, 0)
+        burst = [self.create(self.aio.cloud['image_id'],
+                             name='mlaccel-burst-%d' % i)
+                 for i in range(3 * limit)]
+        done = [self.conn.compute.wait_for_server(server, interval=1,
+                                                  wait=WAIT)
+                for server in burst]
+        self.assertEqual({'ACTIVE'}, {server.status for server in done})
+        placed = collections.Counter(server.compute_host for server in done)
+        self.assertEqual(set(self.hosts), set(placed), placed)
+        # The agents saw every build end.
+        for host in self.hosts:
+            self.wait_report(host, lambda r: r.builds_in_flight == 0)
+
+    def test_report_on_the_bus_matches_the_cache_on_disk(self):
+        image = self.new_image()
+        self.conn.compute.wait_for_server(
+            self.create(image.id), interval=0.5, wait=WAIT)
+        known = {image.id for image in self.conn.image.images()}
+        for host in self.hosts:
+            # Every image reported is on disk; every file on disk of an
+            # image Glance knows is reported (a deleted image's file can
+            # no longer be named).
+            report = self.wait_report(host, lambda r: self.matches(
+                r.cached_images, self.cache_names(host), known))
+            free = shutil.disk_usage(self.lay.instances_path(host)).free
+            room = free - (agents.HEADROOM_MB << 20)
+            # Other writers share the disk: agree within 1 GiB.
+            self.assertLess(abs(report.cache_free_bytes - room), 1 << 30)
+            self.assertLessEqual(report.build_limit, 10)
+
+    @staticmethod
+    def matches(reported, on_disk, known):
+        names = {inventory.cache_name(image) for image in reported}
+        expected = {image for image in known
+                    if inventory.cache_name(image) in on_disk}
+        return names <= on_disk and expected <= set(reported)
+
+    def test_nova_compute_restarted_under_the_agent(self):
+        host = self.hosts[-1]
+        service = agents.service(host)
+        pid = procs.pid(self.lay, service)
+        before = self.wait_report(host, lambda r: True)
+        self.addCleanup(self.ensure_compute, host)
+        cloud.stop_compute(self.lay, host, agent=False)
+        # The agent goes on reporting while nova-compute is away.
+        self.wait_report(host, lambda r: r.timestamp > before.timestamp)
+        since = time.time()
+        cloud.start_compute(self.lay, host, agent=False)
+        cloud.wait_compute_up(self.lay, self.conn, host, since)
+        image = self.new_image()
+        server = self.conn.compute.create_server(
+            name='mlaccel-agent-test', image_id=image.id,
+            flavor_id=self.aio.cloud['flavor_id'], networks='none',
+            availability_zone='nova:%s' % host)
+        self.addCleanup(self.conn.compute.wait_for_delete, server,
+                        interval=0.5, wait=WAIT)
+        self.addCleanup(self.conn.compute.delete_server, server,
+                        ignore_missing=True)
+        self.conn.compute.wait_for_server(server, interval=0.5, wait=WAIT)
+        # The same agent process saw the new build and its image.
+        self.assertEqual(pid, procs.pid(self.lay, service))
+        report = self.wait_report(
+            host, lambda r: image.id in r.cached_images and
+            r.builds_in_flight == 0)
+        self.assertGreater(report.timestamp, before.timestamp)
+
+    def ensure_compute(self, host):
+        if not procs.running(self.lay, 'nova-compute-' + host):
+            since = time.time()
+            cloud.start_compute(self.lay, host, agent=False)
+            cloud.wait_compute_up(self.lay, self.conn, host, since)

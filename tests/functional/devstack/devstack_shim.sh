@@ -28,11 +28,15 @@ function trueorfalse {
     esac
 }
 function setup_develop { echo "setup_develop $*" >> "$SHIM_CALLS"; }
+function run_process { echo "run_process $*" >> "$SHIM_CALLS"; }
+function stop_process { echo "stop_process $*" >> "$SHIM_CALLS"; }
 function get_python_exec_prefix { dirname "$SHIM_PYTHON"; }
 function echo_summary { echo "summary: $*"; }
 function die { shift; echo "die: $*" >&2; exit 1; }
 function sudo { "$@"; }
 function iniset {
+    # devstack's iniset makes a missing file.
+    [[ -e $1 ]] || : > "$1"
     "$SHIM_PYTHON" -c 'import sys
 from mlaccel.inifile import IniFile
 ini = IniFile(sys.argv[1]); ini.set(sys.argv[2], sys.argv[3], [sys.argv[4]])

@@ -56,6 +56,9 @@ class DevstackPluginPhasesTest(testtools.TestCase):
             aio_layout.Settings(computes=2, cinder=True, mlaccel=False))
         configs.write_all(self.lay)
         self.nova_conf = self.lay.path('etc', 'nova', 'nova.conf')
+        # A compute's nova-cpu.conf, which devstack copies from nova.conf.
+        self.nova_cpu_conf = self.lay.path('etc', 'nova',
+                                           'compute-aio1.conf')
         self.cinder_conf = self.lay.path('etc', 'cinder', 'cinder.conf')
         self.as_devstack_writes_them()
         self.tempest_conf = os.path.join(self.tmp, 'tempest.conf')
@@ -90,6 +93,7 @@ class DevstackPluginPhasesTest(testtools.TestCase):
             DEST=self.tmp, DATA_DIR=os.path.join(self.tmp, 'data'),
             STACK_USER=pwd.getpwuid(os.geteuid()).pw_name,
             MLACCEL_CONF_DIR=self.conf_dir, NOVA_CONF=self.nova_conf,
+            NOVA_CPU_CONF=self.nova_cpu_conf,
             CINDER_CONF=self.cinder_conf, TEMPEST_CONFIG=self.tempest_conf)
         script = ('set -eu -o pipefail; source "%s"; source "%s/settings"; '
                   'source "%s/plugin.sh" "$@"' % (SHIM, PLUGIN, PLUGIN))
@@ -135,6 +139,7 @@ class DevstackPluginPhasesTest(testtools.TestCase):
         self.assert_nova_sends_versioned_notifications()
 
         self.phase('stack', 'extra')
+        self.assert_agent_runs()
         unit = self.read(os.path.join(self.conf_dir, 'guest',
                                       'mlaccel-taskd.service'))
         self.assertIn('ExecStart=', unit)
@@ -153,11 +158,42 @@ class DevstackPluginPhasesTest(testtools.TestCase):
             'compute-feature-enabled', 'scheduler_enabled_filters')[0])
 
         self.phase('unstack')
+        self.assertEqual('stop_process mlaccel-agent',
+                         self.read(self.calls).splitlines()[-1])
         self.phase('clean')
+        self.assertFalse(os.path.exists(self.agent_conf))
         self.assertFalse(os.path.exists(self.statebus))
         self.assertFalse(os.path.exists(os.path.join(self.conf_dir,
                                                      'guest')))
         self.assertFalse(os.path.exists(os.path.dirname(self.host_key)))
+
+    @property
+    def agent_conf(self):
+        return os.path.join(self.conf_dir, 'agent.conf')
+
+    def assert_agent_runs(self):
+        """run_process with a configuration the agent itself accepts."""
+        from mlaccel.agent import novaconf
+        from mlaccel.agent import service
+
+        self.assertIn('run_process mlaccel-agent %s --config-file %s'
+                      % (os.path.join(os.path.dirname(sys.executable),
+                                      'mlaccel-agent'), self.agent_conf),
+                      self.read(self.calls).splitlines())
+        conf = service.parse_args(['--config-file', self.agent_conf])
+        self.assertEqual('file://' + self.statebus,
+                         conf.mlaccel_statebus.backend_url)
+        self.assertEqual(self.host_key, conf.mlaccel_statebus.host_key_file)
+        self.assertEqual('devstack-admin', conf.mlaccel_agent.cloud)
+        settings = novaconf.load(conf.mlaccel_agent.nova_config_files)
+        self.assertEqual('aio1', settings.host)
+
+    def test_no_agent_without_nova_compute(self):
+        self.phase('stack', 'post-config', services='n-api,n-sch')
+        self.phase('stack', 'extra', services='n-api,n-sch')
+        self.phase('unstack', services='n-api,n-sch')
+        self.assertNotIn('_process', self.read(self.calls))
+        self.assertFalse(os.path.exists(self.agent_conf))
 
     def test_compute_only_node(self):
         """Without the deployment key: only a copied host key is used."""
