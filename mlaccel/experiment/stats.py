@@ -25,6 +25,9 @@ from mlaccel.experiment import arms as arms_mod
 from mlaccel.experiment import results as results_mod
 
 BOOTSTRAP_SAMPLES = 4000
+#: Resampled values held at once (memory bound for tens of thousands of
+#: tasks).
+_BATCH_VALUES = 2_000_000
 CONFIDENCE = 0.95
 
 
@@ -62,11 +65,15 @@ def bootstrap_reduction(base, other, samples=BOOTSTRAP_SAMPLES, seed=0):
     if base.shape != other.shape or not base.size:
         raise ValueError('need two non-empty arrays of the same length')
     rng = numpy.random.default_rng(seed)
-    picks = rng.integers(0, base.size, size=(samples, base.size))
-    medians_base = numpy.median(base[picks], axis=1)
-    medians_other = numpy.median(other[picks], axis=1)
-    with numpy.errstate(divide='ignore', invalid='ignore'):
-        draws = 100.0 * (1.0 - medians_other / medians_base)
+    draws = []
+    batch = max(1, _BATCH_VALUES // base.size)
+    for start in range(0, samples, batch):
+        picks = rng.integers(0, base.size,
+                             size=(min(batch, samples - start), base.size))
+        with numpy.errstate(divide='ignore', invalid='ignore'):
+            draws.append(100.0 * (1.0 - numpy.median(other[picks], axis=1)
+                                  / numpy.median(base[picks], axis=1)))
+    draws = numpy.concatenate(draws)
     draws = draws[numpy.isfinite(draws)]
     tail = 100.0 * (1.0 - CONFIDENCE) / 2.0
     low, high = numpy.percentile(draws, [tail, 100.0 - tail])

@@ -17,8 +17,10 @@ import tempfile
 
 from mlaccel.experiment import arms
 from mlaccel.experiment import calibration
+from mlaccel.experiment import production
 from mlaccel.experiment import schema
 from mlaccel.experiment import validation
+from mlaccel.experiment import workload
 from tests import testcase
 from tests.unit.experiment import synthetic
 
@@ -107,3 +109,36 @@ class TestValidate(testcase.TestCase):
         self.assertIn(worst.field, ('creation', 'buffering'))
         self.assertGreater(abs(worst.error), validation.TOLERANCE)
         self.assertIn('validation FAILED', checked.format())
+
+
+class TestProduction(testcase.TestCase):
+
+    def test_stated_parameters_replace_the_site_dependent_costs(self):
+        fitted = calibration.fit(synthetic.results(seed=2))
+        stated = production.load()
+        scaled = production.for_production(fitted, stated)
+        self.assertEqual(1000, scaled.hosts)
+        self.assertEqual(10e9 / 8, scaled.download_bandwidth)
+        self.assertEqual(100e9 / 8, scaled.glance)
+        self.assertEqual(75.0, scaled.guest_boot_seconds)
+        self.assertAlmostEqual(
+            fitted.preload_seconds / fitted.cold_start_seconds,
+            scaled.preload_seconds / scaled.cold_start_seconds)
+        self.assertAlmostEqual(
+            fitted.schedule_seconds['plugins']
+            / fitted.schedule_seconds['stock'],
+            scaled.schedule_seconds['plugins']
+            / scaled.schedule_seconds['stock'])
+        self.assertEqual(fitted.warm_start_seconds,
+                         scaled.warm_start_seconds)
+        self.assertEqual(0.36, scaled.step_seconds)
+        self.assertEqual('stated (production)',
+                         scaled.sources['build_seconds'])
+
+    def test_production_workload_has_10k_tasks_of_large_images(self):
+        made = production.workload(production.load())
+        self.assertEqual(10000, len(made.tasks))
+        self.assertEqual([10, 20, 30], sorted(
+            image.size // (1024 * workload.MIB) for image in made.images))
+        self.assertEqual(40, len(production.workload(
+            production.load(), tasks=40).tasks))
