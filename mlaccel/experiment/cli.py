@@ -13,12 +13,16 @@
 """``python -m mlaccel.experiment``: the experiment's commands.
 
 ``workload``
-    print the workload a shape and a seed make.
+    print the workload a shape and a seed make (with ``--calibration``,
+    the steps its task needs for its running share).
 ``run RUNNER``
     run the arms on a runner (:data:`RUNNERS`), write every record as
     JSON, print the tables, draw the charts, then (unless
     ``--no-simulate``) calibrate the simulator from the records and run it
     at scale; the last line is the ``RESULT`` line.
+
+Exit status: 0; 1 when a precondition (the running stage's share of the
+stock total) is not met; 2 for bad input.
 ``report RESULTS``
     the tables, charts and ``RESULT`` line of results already written.
 ``simulate --calibration FILE``
@@ -41,6 +45,7 @@ from mlaccel.experiment import report
 from mlaccel.experiment import results as results_mod
 from mlaccel.experiment import runner as runner_mod
 from mlaccel.experiment import schema
+from mlaccel.experiment import steps
 from mlaccel.experiment import validation
 from mlaccel.experiment import workload as workload_mod
 
@@ -100,6 +105,10 @@ def _parser():
     show = commands.add_parser('workload', help='print a workload')
     _add_workload(show)
     show.add_argument('--json', action='store_true')
+    show.add_argument('--calibration', metavar='FILE',
+                      help='predict the stock overhead on the calibrated '
+                           'cloud and the steps the task needs for its '
+                           'running share')
 
     run = commands.add_parser('run', help='run the experiment')
     runners = run.add_subparsers(dest='runner', required=True)
@@ -183,6 +192,13 @@ def cmd_workload(options):
         print('task %3d at %8.1f s  %-12s %d VM(s)  %-6s %d steps' % (
             task.index, task.at, task.image, task.vms, task.boot,
             task.steps))
+    if options.calibration:
+        found = steps.plan(calibration_mod.load(options.calibration)[0],
+                           made)
+        print('simulated stock overhead %.1f s a task; running share %.1f %% '
+              'with %d steps; %d steps for %.0f %%' % (
+                  found.overhead, 100 * found.share,
+                  made.task_spec['steps'], found.steps, 100 * found.wanted))
     return 0
 
 
@@ -203,11 +219,22 @@ def cmd_run(options):
         made.tasks), options.output, 'experiment')
     at_scale = None
     if not options.no_simulate:
-        cal = calibration_mod.fit(results)
-        _validate(results, cal, options.output)
-        at_scale = _at_scale(cal, options, arms, options.output)
+        try:
+            cal = calibration_mod.fit(results)
+        except calibration_mod.CalibrationError as exc:
+            print('simulation skipped: the records cannot calibrate it: %s'
+                  % exc)
+        else:
+            _validate(results, cal, options.output)
+            at_scale = _at_scale(cal, options, arms, options.output)
     print(report.result_line(measured, at_scale))
-    return 0
+    return _status(measured, at_scale)
+
+
+def _status(*summaries):
+    """1 when a precondition printed is not met, else 0."""
+    return 0 if all(report.preconditions_met(s) for s in summaries
+                    if s is not None) else 1
 
 
 def cmd_report(options):
@@ -218,7 +245,7 @@ def cmd_report(options):
         at_scale = _report(results_mod.load(options.at_scale), 'At scale',
                            options.charts, 'at-scale')
     print(report.result_line(measured, at_scale))
-    return 0
+    return _status(measured, at_scale)
 
 
 def cmd_simulate(options):
@@ -235,7 +262,7 @@ def cmd_simulate(options):
     arms = _arms(options)
     at_scale = _at_scale(cal, options, arms, options.output)
     print(report.result_line(summary, at_scale))
-    return 0
+    return _status(summary, at_scale)
 
 
 COMMANDS = {'workload': cmd_workload, 'run': cmd_run,

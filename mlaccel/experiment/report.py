@@ -85,12 +85,19 @@ def format_summary(summary, title):
                 cost['volume_copies']))
     share = summary['running_share_pct']
     wanted = summary['min_running_share']
-    if share is not None and wanted is not None:
-        lines.append('PRECONDITION running share of the stock total %.1f %% '
-                     '>= %.0f %%: %s' % (share, 100 * wanted, 'ok'
-                                         if share >= 100 * wanted
-                                         else 'NOT MET'))
+    if wanted is not None:
+        lines.append('PRECONDITION running share of the stock total %s %% '
+                     '>= %.0f %%: %s' % (
+                         _num(share, '%.1f'), 100 * wanted,
+                         'ok' if preconditions_met(summary) else 'NOT MET'))
     return '\n'.join(lines) + '\n'
+
+
+def preconditions_met(summary):
+    """Whether the running stage holds its share of the stock total."""
+    share = summary['running_share_pct']
+    wanted = summary['min_running_share']
+    return wanted is None or (share is not None and share >= 100 * wanted)
 
 
 def _ci(found):

@@ -18,14 +18,22 @@ SimulatedRunner`). :func:`execute` asks it to prepare once, then for each
 run of the protocol to reset the cloud and configure the arm, then to run
 the workload; it shows a progress bar per run and gathers everything into
 the experiment's results (:mod:`mlaccel.experiment.results`).
+:class:`TaskRunner` does the timing and threading for a runner whose
+tasks are blocking launches (a cloud's).
 """
 
 import abc
+import threading
+import time
 
+from oslo_log import log as logging
 import tqdm
 
 from mlaccel.experiment import protocol
 from mlaccel.experiment import results as results_mod
+from mlaccel.launcher import record
+
+LOG = logging.getLogger(__name__)
 
 
 class Runner(abc.ABC):
@@ -86,6 +94,71 @@ class Runner(abc.ABC):
 
     def close(self):
         """After the last run (or a failure): release what prepare made."""
+
+
+class TaskRunner(Runner):
+    """A runner whose tasks are blocking launches, one thread each.
+
+    :meth:`run` starts each task's :meth:`launch` in a thread of its own at
+    the task's arrival time (``task.at × time_scale`` seconds after the
+    start), so tasks overlap as they arrive; it waits for all, turns a
+    launch that raised into a ``failed`` record (the other tasks go on),
+    and asks :meth:`costs` for the run's costs. A cloud runner implements
+    :meth:`reset`, :meth:`launch` and :meth:`costs`. Plain ``threading``:
+    works on native threads and under eventlet monkey patching.
+    """
+
+    #: Wall-clock seconds per workload second (0: every task at once).
+    time_scale = 1.0
+
+    @abc.abstractmethod
+    def launch(self, arm, workload, task):
+        """Launch ``task`` under ``arm``, wait for its end; its record.
+
+        Typically :func:`mlaccel.launcher.api.launch` with the task's
+        image, VM count and boot kind, with each VM's ``facts`` added
+        (:data:`mlaccel.experiment.results.VM_FACTS`).
+        """
+
+    def costs(self, arm):
+        """The run's :data:`~mlaccel.experiment.results.RUN_COSTS`."""
+        return {}
+
+    def run(self, arm, workload, done):
+        records = {}
+        lock = threading.Lock()
+        clock = time.monotonic
+        start = clock()
+
+        def one(task):
+            try:
+                rec = self.launch(arm, workload, task)
+            except Exception as exc:
+                LOG.exception('Task %d of arm %s failed', task.index,
+                              arm.name)
+                rec = record.build(
+                    'experiment-%s-%d' % (arm.name, task.index),
+                    {'image': task.image, 'count': task.vms,
+                     'args': {'steps': task.steps}}, [], 'failed',
+                    error='%s: %s' % (type(exc).__name__, exc))
+            results_mod.annotate(rec, task)
+            with lock:
+                records[task.index] = rec
+            done(rec)
+
+        threads = []
+        for task in sorted(workload.tasks, key=lambda t: t.at):
+            delay = start + task.at * self.time_scale - clock()
+            if delay > 0:
+                time.sleep(delay)
+            thread = threading.Thread(target=one, args=(task,),
+                                      name='experiment-task-%d' % task.index)
+            thread.start()
+            threads.append(thread)
+        for thread in threads:
+            thread.join()
+        return {'records': [records[t.index] for t in workload.tasks],
+                'costs': dict(self.costs(arm) or {})}
 
 
 def execute(runner, workload, arms, repetitions=protocol.MIN_REPETITIONS,

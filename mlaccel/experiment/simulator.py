@@ -370,7 +370,7 @@ class SimulatedRunner(runner_mod.Runner):
     def from_options(cls, options):
         from mlaccel.experiment import calibration
         return cls(calibration.load(options.calibration)[0],
-                   seed=options.seed)
+                   seed=options.order_seed)
 
     def prepare(self, workload):
         return {'hosts': self.calibration.hosts,

@@ -19,12 +19,14 @@ import os
 import re
 
 import fixtures
+import yaml
 
 from mlaccel.experiment import charts
 from mlaccel.experiment import cli
 from mlaccel.experiment import report
 from mlaccel.experiment import results as results_mod
 from mlaccel.experiment import schema
+from mlaccel.experiment import workload
 from tests import testcase
 from tests.unit.experiment import synthetic
 
@@ -93,6 +95,13 @@ class TestCommandLine(testcase.TestCase):
         status, out, _err = _main(['workload', '--seed', '3'])
         self.assertEqual(0, status)
         self.assertTrue(out.startswith('seed 3: 6 tasks'))
+        status, out, _err = _main(['workload', '--seed', '3',
+                                   '--calibration', self.measured])
+        self.assertEqual(0, status)
+        self.assertRegex(out.splitlines()[-1],
+                         r'^simulated stock overhead [0-9.]+ s a task; '
+                         r'running share [0-9.]+ % with 10000 steps; '
+                         r'[0-9]+ steps for 50 %$')
 
     def test_a_bad_workload_is_one_line_and_status_2(self):
         path = os.path.join(self.directory, 'bad.yaml')
@@ -122,10 +131,19 @@ class TestCommandLine(testcase.TestCase):
         at_scale = results_mod.load(os.path.join(output, 'at-scale.json'))
         self.assertFalse(at_scale['measured'])
 
+    def _workload(self, name, **task):
+        shape = workload.load_shape()
+        shape['task'].update(task)
+        path = os.path.join(self.directory, name)
+        with open(path, 'w') as stream:
+            yaml.safe_dump(shape, stream)
+        return path
+
     def test_run_on_the_simulator_then_report(self):
         output = os.path.join(self.directory, 'run')
         status, out, _err = _main([
             'run', 'sim', '--calibration', self.measured, '--seed', '4',
+            '--workload', self._workload('long.yaml', steps=40000),
             '--output', output, '--no-simulate', '--no-progress'])
         self.assertEqual(0, status)
         self.assertIn('SIMULATED: not measured', out)
@@ -137,3 +155,13 @@ class TestCommandLine(testcase.TestCase):
         status, again, _err = _main(['report', written])
         self.assertEqual(0, status)
         self.assertEqual(out.splitlines()[-1], again.splitlines()[-1])
+
+    def test_an_unmet_precondition_is_exit_status_1(self):
+        path = self._workload('short.yaml', min_running_share=0.99)
+        status, out, _err = _main([
+            'run', 'sim', '--calibration', self.measured, '--workload', path,
+            '--output', os.path.join(self.directory, 'short'),
+            '--no-simulate', '--no-progress'])
+        self.assertEqual(1, status)
+        self.assertIn('>= 99 %: NOT MET', out)
+        self.assertTrue(out.splitlines()[-1].startswith('RESULT '))

@@ -21,6 +21,8 @@ from mlaccel.experiment import calibration
 from mlaccel.experiment import results
 from mlaccel.experiment import runner
 from mlaccel.experiment import simulator
+from mlaccel.experiment import stats
+from mlaccel.experiment import steps
 from mlaccel.experiment import workload as wl
 from tests import testcase
 
@@ -181,3 +183,24 @@ class TestSimulatedRunner(testcase.TestCase):
             arms.main_arms(), progress=False)
         self.assertIn('expected one for each', str(error))
         self.assertEqual([True], closed)
+
+
+class TestSteps(testcase.TestCase):
+
+    def test_planned_steps_give_the_wanted_running_share(self):
+        shape = wl.load_shape()
+        shape['task'] = dict(shape['task'], steps=100,
+                             min_running_share=0.6)
+        made = wl.generate(shape, seed=2)
+        cal = calib(hosts=2)
+        found = steps.plan(cal, made)
+        self.assertLess(found.share, 0.6)
+        self.assertGreater(found.steps, 100)
+        shape['task']['steps'] = found.steps
+        longer = wl.generate(shape, seed=2)
+        out = runner.execute(simulator.SimulatedRunner(cal), longer,
+                             [arms.STOCK], warmup=0, progress=False)
+        share = stats.running_share_pct(out)
+        self.assertGreaterEqual(share, 60.0 - 0.5)
+        self.assertLess(share, 65.0)
+        self.assertEqual(found.steps, steps.plan(cal, longer).steps)
