@@ -10,15 +10,22 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Which images are hot: named by the operator or marked in Glance.
+"""Which images are hot: named by the operator, marked in Glance, or in
+demand across the cloud.
 
-An image is hot if its id is in ``[mlaccel_agent] hot_images`` or its
+An image is hot if its id is in ``[mlaccel_agent] hot_images``, its
 Glance property ``[mlaccel_agent] hot_property`` is ``true`` (the Cinder
-mirror-volume cache reads the same property). Glance is asked at most every
-``hot_refresh_interval`` seconds; between queries the last answer is kept,
-and when Glance is unreachable the last answer stays in use.
+mirror-volume cache reads the same property), or builds of it started at
+least ``demand_builds`` times on any compute of the cloud within
+``demand_window`` seconds (:class:`Demand`, fed from Nova's
+``instance.create.start`` notifications of every host). Glance is asked at
+most every ``hot_refresh_interval`` seconds; between queries the last
+answer is kept, and when Glance is unreachable the last answer stays in
+use.
 """
 
+import collections
+import threading
 import time
 
 from oslo_log import log as logging
@@ -48,16 +55,57 @@ def list_images(conn, **filters):
         params['marker'] = images[-1]['id']
 
 
+class Demand:
+    """Builds started per image across the cloud, over a sliding window.
+
+    Thread-safe. :param window: seconds of builds counted.
+    :param min_builds: builds within the window that make an image hot
+        (0: demand makes nothing hot).
+    """
+
+    def __init__(self, window, min_builds):
+        self.window = window
+        self.min_builds = min_builds
+        self._lock = threading.Lock()
+        self._starts = collections.deque()     # (UNIX time, image id)
+        self._counts = collections.Counter()
+
+    def seen(self, image_id, when):
+        """A build of ``image_id`` started at UNIX time ``when``."""
+        if not self.min_builds:
+            return
+        with self._lock:
+            self._starts.append((when, image_id))
+            self._counts[image_id] += 1
+
+    def hot(self, now=None):
+        """Ids of the images in demand, most built first."""
+        if not self.min_builds:
+            return []
+        now = time.time() if now is None else now
+        with self._lock:
+            while self._starts and self._starts[0][0] < now - self.window:
+                _, image_id = self._starts.popleft()
+                self._counts[image_id] -= 1
+                if not self._counts[image_id]:
+                    del self._counts[image_id]
+            return [image_id for image_id, count
+                    in self._counts.most_common()
+                    if count >= self.min_builds]
+
+
 class HotImages:
     """The hot images, refreshed from Glance now and then.
 
     :param conf: ``[mlaccel_agent]`` options.
     :param cloud: a :class:`~mlaccel.agent.cloud.Cloud`.
+    :param demand: a :class:`Demand` or ``None``.
     """
 
-    def __init__(self, opts, cloud, clock=time.monotonic):
+    def __init__(self, opts, cloud, clock=time.monotonic, demand=None):
         self.opts = opts
         self.cloud = cloud
+        self.demand = demand
         self._clock = clock
         self._next = 0.0
         self._hot = []
@@ -69,8 +117,9 @@ class HotImages:
     def refresh(self):
         """Ask Glance again; returns the hot images as ImageMeta, in order.
 
-        Operator-named images come first, in their order. On failure the
-        previous answer is returned and the failure logged once.
+        Operator-named images come first, in their order, then those
+        marked in Glance, then those in demand. On failure the previous
+        answer is returned and the failure logged once.
         """
         self._next = self._clock() + self.opts.hot_refresh_interval
         if not self.cloud.configured:
@@ -93,6 +142,13 @@ class HotImages:
                     if image['id'] not in seen:
                         hot.append(cachefile.ImageMeta.from_glance(image))
                         seen.add(image['id'])
+            for image_id in self.demand.hot() if self.demand else ():
+                if image_id in seen:
+                    continue
+                image = conn.image.find_image(image_id, ignore_missing=True)
+                if image is not None and image.status == 'active':
+                    hot.append(cachefile.ImageMeta.from_glance(image))
+                    seen.add(image.id)
         except Exception as exc:
             if not self.failing:
                 LOG.warning('Cannot read hot images from Glance, keeping the '

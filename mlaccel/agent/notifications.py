@@ -19,7 +19,9 @@ notification_format`` is ``versioned`` or ``both`` and
 consumes from a pool of its own (a queue named
 ``<notification_pool>-<host>`` on RabbitMQ), so it takes no notification
 from another consumer, and hands those of its own host to a
-:class:`~mlaccel.agent.builds.BuildTracker`. A notification it cannot
+:class:`~mlaccel.agent.builds.BuildTracker`; the image of every build
+started anywhere counts as demand for it (:class:`~mlaccel.agent.hot.
+Demand`). A notification it cannot
 parse is logged and skipped.
 
 An unreachable transport at start is retried in the background with
@@ -77,12 +79,15 @@ class Endpoint:
 
     :param on_image: called with the image id of every build of the host
         (how the inventory learns the ids of images in demand).
+    :param on_demand: called with ``(image id, UNIX time)`` of every build
+        started on any host of the cloud (demand for the image).
     """
 
-    def __init__(self, host, tracker, on_image=None):
+    def __init__(self, host, tracker, on_image=None, on_demand=None):
         self.host = host
         self.tracker = tracker
         self.on_image = on_image
+        self.on_demand = on_demand
         self.skipped = 0
 
     def info(self, ctxt, publisher_id, event_type, payload, metadata):
@@ -96,10 +101,15 @@ class Endpoint:
             LOG.warning('Skipped a %s notification from %s: %s', event_type,
                         publisher_id, exc)
             return None
+        image = payload['nova_object.data'].get('image_uuid')
+        if not isinstance(image, str) or not image:
+            image = None
+        if self.on_demand is not None and image and \
+                event_type == CREATE_START:
+            self.on_demand(image, when)
         if host != self.host:
             return None
-        image = payload['nova_object.data'].get('image_uuid')
-        if self.on_image is not None and isinstance(image, str) and image:
+        if self.on_image is not None and image:
             self.on_image(image)
         if event_type == CREATE_START:
             self.tracker.started(instance, when)
@@ -120,16 +130,18 @@ class Listener:
     :param tracker: the :class:`~mlaccel.agent.builds.BuildTracker`.
     :param url: a transport URL overriding nova.conf's (tests).
     :param on_image: see :class:`Endpoint`.
+    :param on_demand: see :class:`Endpoint`.
     """
 
     MAX_BACKOFF = 60.0
 
-    def __init__(self, settings, pool, tracker, url=None, on_image=None):
+    def __init__(self, settings, pool, tracker, url=None, on_image=None,
+                 on_demand=None):
         self.settings = settings
         self.conf = settings.conf
         self.url = url or settings.transport_url
         self.pool = pool
-        self.endpoint = Endpoint(settings.host, tracker, on_image)
+        self.endpoint = Endpoint(settings.host, tracker, on_image, on_demand)
         self._listener = None
         #: The oslo.messaging transport, once connected.
         self.transport = None

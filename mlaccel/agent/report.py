@@ -21,9 +21,10 @@ Every field has a producer here:
                    pre-fetch headroom (0: no room, pre-fetching stopped)
 ``fetch_bandwidth``  bytes per second of the last pre-fetch
 ``builds_in_flight``  ``instance.create.start`` without an end yet
-``build_throughput``  builds completed per second over a window
+``build_throughput``  the limit over the median build time in a window
 ``build_limit``    the adaptive limiter fed with build durations
-``warm_slots``     not produced by the agent (0)
+``warm_slots``     0: no producer (warm pool members are claimed without
+                   scheduling); to be dropped from the schema
 =================  ==========================================================
 
 :class:`Reporter` publishes at once when a field other than the timestamp

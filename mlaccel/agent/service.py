@@ -79,7 +79,9 @@ class Agent:
         self.builds = agent_builds.BuildTracker(
             build_timeout=opts.build_timeout, window=opts.throughput_window,
             **build_limits(opts, self.settings.max_builds))
-        self.hot = agent_hot.HotImages(opts, self.cloud)
+        self.demand = agent_hot.Demand(opts.demand_window,
+                                       opts.demand_builds)
+        self.hot = agent_hot.HotImages(opts, self.cloud, demand=self.demand)
         try:
             fetcher = fetchers.load(opts.fetcher, self.settings, opts,
                                     self.cloud, self.cache) \
@@ -101,7 +103,8 @@ class Agent:
                     self.settings, '%s-%s' % (opts.notification_pool,
                                               self.host),
                     self.builds, url=url,
-                    on_image=lambda image: self.cache.learn([image]))
+                    on_image=lambda image: self.cache.learn([image]),
+                    on_demand=self.demand.seen)
         self.publisher = statebus_publisher.Publisher(
             self.host, conf, key=_host_key(conf))
         self.reporter = agent_report.Reporter(

@@ -89,6 +89,21 @@ OPTS = [
              'pre-fetched by every agent (the Cinder mirror-volume cache '
              'reads the same property). Empty: only hot_images are '
              'pre-fetched.'),
+    cfg.IntOpt(
+        'demand_builds',
+        default=3,
+        min=0,
+        help='An image whose builds started at least this many times on '
+             'the computes of the cloud (any of them) within demand_window '
+             'seconds is hot: the agent pre-fetches it before it is booted '
+             'here. Counted from Nova\'s versioned instance.create.start '
+             'notifications, so it needs listen_notifications. 0: demand '
+             'makes no image hot.'),
+    cfg.FloatOpt(
+        'demand_window',
+        default=3600.0,
+        min=1.0,
+        help='Seconds of builds counted for demand_builds.'),
     cfg.FloatOpt(
         'hot_refresh_interval',
         default=60.0,
@@ -155,11 +170,12 @@ OPTS = [
         help='The adaptive build limit never goes below this.'),
     cfg.IntOpt(
         'max_build_limit',
-        default=32,
+        default=10,
         min=1,
-        help='The adaptive build limit never goes above this. Keep it at '
-             'most nova-compute\'s max_concurrent_builds: builds past that '
-             'wait in nova-compute whatever the limit says.'),
+        help='The adaptive build limit never goes above this, nor above '
+             'nova-compute\'s max_concurrent_builds (read from nova.conf; '
+             'builds past that wait in nova-compute whatever the limit '
+             'says).'),
     cfg.FloatOpt(
         'build_timeout',
         default=3600.0,

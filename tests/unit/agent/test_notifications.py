@@ -21,6 +21,7 @@ import time
 import oslo_messaging
 
 from mlaccel.agent import builds
+from mlaccel.agent import hot
 from mlaccel.agent import notifications
 from tests.unit.agent import base
 
@@ -44,9 +45,10 @@ class ListenerTest(base.NodeTestCase):
         super().setUp()
         self.tracker = builds.BuildTracker(initial=4)
         self.images = []
+        self.demand = hot.Demand(window=3600.0, min_builds=2)
         self.listener = notifications.Listener(
             self.settings, 'mlaccel-agent-cmp1', self.tracker,
-            on_image=self.images.append)
+            on_image=self.images.append, on_demand=self.demand.seen)
         self.listener.start()
         self.addCleanup(self.listener.stop)
         self.assertTrue(self.listener.connected.wait(30))
@@ -75,6 +77,23 @@ class ListenerTest(base.NodeTestCase):
         # The images in demand on this host, for the inventory's names.
         self.assertEqual(['image-1'] * 4, self.images)
 
+    def test_builds_anywhere_make_demand(self):
+        mine, other = self.notifier('cmp1'), self.notifier('cmp2')
+        other.info({}, 'instance.create.start',
+                   payload(UUIDS[0], 'cmp2', 'popular'))
+        other.info({}, 'instance.create.start',
+                   payload(UUIDS[1], 'cmp2', 'popular'))
+        other.info({}, 'instance.create.end',
+                   payload(UUIDS[1], 'cmp2', 'popular'))
+        mine.info({}, 'instance.create.start',
+                  payload(UUIDS[2], 'cmp1', 'rare'))
+        # Starts count, on any host; ends do not.
+        self.assertTrue(self.wait_for(
+            lambda: self.demand.hot() == ['popular'] and
+            self.tracker.in_flight == 1))
+        # Only this host's builds are measured.
+        self.assertEqual(['rare'], self.images)
+
     def test_unparsable_notification_logged_and_skipped(self):
         mine = self.notifier('cmp1')
         mine.info({}, 'instance.create.start', {'no': 'object'})
@@ -84,6 +103,24 @@ class ListenerTest(base.NodeTestCase):
         self.assertEqual(2, self.listener.endpoint.skipped)
         self.assertIn('Skipped a instance.create.start notification',
                       self.log.output)
+
+
+class DemandTest(base.NodeTestCase):
+
+    def test_window_and_threshold(self):
+        demand = hot.Demand(window=100.0, min_builds=2)
+        for when, image in ((1000.0, 'a'), (1010.0, 'a'), (1020.0, 'b'),
+                            (1090.0, 'b'), (1095.0, 'b')):
+            demand.seen(image, when)
+        self.assertEqual(['b', 'a'], demand.hot(now=1100.0))
+        # The starts of 'a' leave the window.
+        self.assertEqual(['b'], demand.hot(now=1115.0))
+        self.assertEqual([], demand.hot(now=1300.0))
+
+    def test_zero_disables(self):
+        demand = hot.Demand(window=100.0, min_builds=0)
+        demand.seen('a', 1000.0)
+        self.assertEqual([], demand.hot(now=1000.0))
 
 
 class ParseTest(base.NodeTestCase):
