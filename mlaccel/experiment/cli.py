@@ -154,6 +154,9 @@ def _report(results, title, directory, prefix):
     if directory:
         for path in charts.write(results, summary, directory, prefix, title):
             print('chart: %s' % path)
+        path = os.path.join(directory, prefix + '-summary.json')
+        schema.dump(summary, path)
+        print('summary: %s' % path)
     return summary
 
 

@@ -126,7 +126,8 @@ class TestCommandLine(testcase.TestCase):
         self.assertNotEqual('nan', found.group(3))
         self.assertNotEqual('nan', found.group(4))
         for name in ('calibration.json', 'own-size.json', 'at-scale.json',
-                     'at-scale-stages.png', 'at-scale-first-step.png'):
+                     'at-scale-summary.json', 'at-scale-stages.png',
+                     'at-scale-first-step.png'):
             self.assertTrue(os.path.exists(os.path.join(output, name)), name)
         at_scale = results_mod.load(os.path.join(output, 'at-scale.json'))
         self.assertFalse(at_scale['measured'])
