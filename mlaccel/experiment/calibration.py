@@ -295,7 +295,7 @@ def _creation_means(rows):
 
 
 def _simulated_rows(calibration, workload, ran):
-    """VM rows of one simulated run of each arm in ``ran``."""
+    """Fresh VMs' rows of one simulated run of each arm in ``ran``."""
     from mlaccel.experiment import simulator
 
     rows = []
@@ -303,33 +303,29 @@ def _simulated_rows(calibration, workload, ran):
         cluster = simulator.Cluster(calibration, arm, workload,
                                     records=False)
         cluster.run()
-        rows += [{'arm': arm.name, 'pooled': pool is not None,
-                  'facts': facts, 'durations': {'creation': (
+        rows += [{'arm': arm.name, 'pooled': False, 'facts': facts,
+                  'durations': {'creation': (
                       observed['notified']['active']
                       - observed['notified']['scheduled'])}}
-                 for facts, observed, pool in cluster.vms]
+                 for facts, observed, pool in cluster.vms if pool is None]
     return rows
 
 
 def refine(calibration, results, tolerance=1.02, budget=400):
     """Tune the creation costs so the simulator's creation matches.
 
-    Runs the simulator once for each arm without warm pools on the
-    measured workload, and searches multiplicatively (factor 2, then its
-    square roots, down to ``tolerance``) for the costs that minimise the
-    squared relative errors of :func:`_creation_means`. A move counts
+    Runs the simulator once for each arm on the measured workload (fresh
+    VMs only: a pooled VM's creation was before its launch), and searches
+    multiplicatively (factor 2, then its square roots, down to
+    ``tolerance``) for the costs that minimise the squared relative errors
+    of :func:`_creation_means`. A move counts
     when it lowers the loss by more than a millionth; the search stops
     after ``budget`` simulations in any case. No cost drops below a
     millisecond (or a byte per second).
     """
     workload = workload_mod.Workload.from_dict(results['workload'])
-    ran = [arms.Arm.from_dict(a) for a in results['arms']
-           if arms.POOL not in a['mechanisms']]
-    if not ran:
-        return calibration
-    measured = _creation_means(
-        row for row in results_mod.vm_rows(results)
-        if arms.POOL not in row['mechanisms'])
+    ran = [arms.Arm.from_dict(a) for a in results['arms']]
+    measured = _creation_means(results_mod.vm_rows(results))
 
     def loss(candidate):
         simulated = _creation_means(_simulated_rows(candidate, workload, ran))
