@@ -10,29 +10,42 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""First build of a large image on a fresh host, with and without pre-fetch.
+"""mlaccel-agent on the all-in-one cloud: pre-fetch, and build pacing.
 
-``python -m mlaccel.bench agent [--image-mib 1024] [--host HOST]`` runs
-against the all-in-one cloud named by ``$MLACCEL_AIO_BASE`` (``python -m
-mlaccel.testing.aio up``). It uploads an image of random bytes to Glance,
-boots one server with it on the last compute while that compute's image
-cache lacks it (the build downloads it), deletes it and the cached file,
-then pre-fetches the image into that cache with the agent's Glance fetcher
-and boots again. Each boot is timed from the create request to ACTIVE. The
-last line is::
+``python -m mlaccel.bench agent [--image-mib 1024] [--host HOST]
+[--burst 20] [--burst-image-mib 32]`` runs against the all-in-one cloud
+named by ``$MLACCEL_AIO_BASE`` (``python -m mlaccel.testing.aio up``).
 
-    RESULT first_boot_prefetch_ratio=<r>
+*First boot.* It uploads an image of random bytes to Glance, boots one
+server with it on the last compute while that compute's image cache lacks
+it (the build downloads it), deletes it and the cached file, then
+pre-fetches the image into that cache with the agent's Glance fetcher and
+boots again. Each boot is timed from the create request to ACTIVE.
 
-the pre-fetched boot's time over the cold boot's (lower is better).
+*Burst.* ``--burst`` servers, each of an image of its own (so every build
+downloads its image through nova-compute, the real build path), are asked
+for at once; the makespan runs from the first create request to the last
+server ACTIVE. Stock: the agents stopped (no reports, the scheduler acts as
+stock Nova) and every compute restarted with ``max_concurrent_builds`` set
+to each of 1, 2, 4 and 10 in turn. mlaccel: the agents running, nova-compute
+at its default bound, builds paced by the agents' adaptive limits. Caches
+are emptied before each burst. The last line is::
+
+    RESULT first_boot_prefetch_ratio=<r> burst_makespan_ratio=<r>
+
+the pre-fetched boot's time over the cold boot's, and the adaptive burst's
+makespan over the best static one's (lower is better for both).
 """
 
 import argparse
+import concurrent.futures
 import os
 import shutil
 import sys
 import tempfile
 import threading
 import time
+import uuid
 
 from oslo_concurrency import lockutils
 
@@ -42,10 +55,16 @@ from mlaccel.agent.fetchers import glance
 from mlaccel.agent import inventory
 from mlaccel.agent import novaconf
 from mlaccel import conf as mlaccel_conf
+from mlaccel import inifile
+from mlaccel.testing.aio import agents as aio_agents
 from mlaccel.testing.aio import cloud as aio_cloud
+from mlaccel.testing.aio import configs as aio_configs
 from mlaccel.testing.aio import layout as aio_layout
+from mlaccel.testing.aio import procs
 
 WAIT = 900
+#: The static max_concurrent_builds swept for stock Nova.
+STATIC_LIMITS = (1, 2, 4, 10)
 
 
 def _image_file(directory, mib):
@@ -80,35 +99,142 @@ def _uncache(settings, image_id):
             pass
 
 
-def main(argv):
-    parser = argparse.ArgumentParser(prog='python -m mlaccel.bench agent')
-    parser.add_argument('--image-mib', type=int, default=1024)
-    parser.add_argument('--host', help='compute host (default: the last)')
-    args = parser.parse_args(argv)
-    base = os.environ.get(aio_layout.BASE_ENV)
-    if not base:
-        print('set %s to the base directory of a running all-in-one cloud'
-              % aio_layout.BASE_ENV, file=sys.stderr)
-        return 2
-    lay = aio_layout.Layout(base)
-    host = args.host or lay.compute_hosts()[-1]
-    etc = lay.path('etc', 'nova')
-    settings = novaconf.load([os.path.join(etc, 'nova.conf'),
-                              os.path.join(etc, 'compute-%s.conf' % host)])
-    need = 3 * (args.image_mib << 20)
-    if shutil.disk_usage(lay.base).free < need:
-        print('need %d MiB free for the image, its copy in Glance and the '
-              'cache' % (need >> 20), file=sys.stderr)
-        return 2
-    conn = aio_cloud.connect(lay)
-    flavor_id = lay.load_cloud()['flavor_id']
-    with tempfile.TemporaryDirectory(dir=lay.base) as tmp:
-        with open(_image_file(tmp, args.image_mib), 'rb') as data:
-            image = conn.image.create_image(
-                name='mlaccel-bench-agent', data=data, disk_format='raw',
-                container_format='bare')
+def _settings(lay, host):
+    return novaconf.load(aio_configs.compute_config_files(lay, host))
+
+
+def _set_max_builds(lay, host, value):
+    """``host``'s bound on concurrent builds (``None``: Nova's defaults).
+
+    On native threads (nova 34's default) builds and snapshots share one
+    executor of ``max(max_concurrent_builds, max_concurrent_snapshots)``
+    workers, so both are set: the bound is then exactly ``value``.
+    """
+    ini = inifile.IniFile(aio_configs.compute_config_files(lay, host)[-1])
+    for key in ('max_concurrent_builds', 'max_concurrent_snapshots'):
+        ini.set('DEFAULT', key, [] if value is None else [str(value)])
+    ini.save()
+
+
+def _restart_computes(lay, conn, max_builds, agents):
+    """Every compute restarted with ``max_builds``, with or without agent."""
+    for host in lay.compute_hosts():
+        aio_cloud.stop_compute(lay, host)
+        _set_max_builds(lay, host, max_builds)
+    since = time.time()
+    for host in lay.compute_hosts():
+        aio_cloud.start_compute(lay, host, agent=agents)
+    for host in lay.compute_hosts():
+        aio_cloud.wait_compute_up(lay, conn, host, since)
+
+
+def _burst(conn, lay, images, flavor_id):
+    """Seconds from the first create request to the last server ACTIVE.
+
+    :raises RuntimeError: if a server ends in ERROR (the burst must never
+        fail a boot, stock or not).
+    """
+    prefix = 'mlaccel-bench-burst-%s-' % uuid.uuid4().hex[:6]
+
+    def create(i):
+        return conn.compute.create_server(
+            name='%s%d' % (prefix, i), image_id=images[i],
+            flavor_id=flavor_id, networks='none').id
+
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(len(images)) as pool:
+        ids = list(pool.map(create, range(len(images))))
     try:
-        image = conn.image.wait_for_status(image, 'active', wait=WAIT)
+        while True:
+            states = {server.id: (server.status, server.compute_host)
+                      for server in conn.compute.servers(
+                          details=True, name='^' + prefix)}
+            if any(state == 'ERROR' for state, _ in states.values()):
+                raise RuntimeError('a server of the burst went to ERROR')
+            if len(states) == len(ids) and all(
+                    state == 'ACTIVE' for state, _ in states.values()):
+                seconds = time.monotonic() - started
+                break
+            if time.monotonic() - started > WAIT:
+                raise RuntimeError('the burst did not end within %d s'
+                                   % WAIT)
+            time.sleep(0.25)
+        hosts = sorted({host for _, host in states.values()})
+        return seconds, hosts
+    finally:
+        for server_id in ids:
+            conn.compute.delete_server(server_id, ignore_missing=True)
+        deadline = time.monotonic() + WAIT
+        while list(conn.compute.servers(name='^' + prefix)) and \
+                time.monotonic() < deadline:
+            time.sleep(0.5)
+
+
+def _uncache_all(lay, image_ids):
+    for host in lay.compute_hosts():
+        settings = _settings(lay, host)
+        for image_id in image_ids:
+            _uncache(settings, image_id)
+
+
+def _upload(conn, lay, mib, name):
+    with tempfile.TemporaryDirectory(dir=lay.base) as tmp:
+        with open(_image_file(tmp, mib), 'rb') as data:
+            image = conn.image.create_image(
+                name=name, data=data, disk_format='raw',
+                container_format='bare')
+    return conn.image.wait_for_status(image, 'active', wait=WAIT)
+
+
+def burst_sweep(conn, lay, count, mib, flavor_id, out=sys.stderr):
+    """``(adaptive makespan, {static limit: makespan})``.
+
+    Leaves every compute as the cloud made it (Nova's default bound,
+    agents running).
+    """
+    images, ids, results = [], [], {}
+    try:
+        for i in range(count):
+            images.append(_upload(conn, lay, mib,
+                                  'mlaccel-bench-burst-%d' % i))
+            ids.append(images[-1].id)
+        for limit in STATIC_LIMITS + (None,):
+            adaptive = limit is None
+            _restart_computes(lay, conn, limit, agents=adaptive)
+            if adaptive:
+                _wait_reports(lay)
+            _uncache_all(lay, ids)
+            seconds, hosts = _burst(conn, lay, ids, flavor_id)
+            results[limit] = seconds
+            print('burst of %d (%d MiB images) %s: %.2f s on %s'
+                  % (count, mib, 'adaptive (mlaccel-agent)' if adaptive
+                     else 'static max_concurrent_builds=%d' % limit,
+                     seconds, ', '.join(hosts)), file=out, flush=True)
+    finally:
+        if results.keys() != set(STATIC_LIMITS + (None,)):
+            _restart_computes(lay, conn, None, agents=True)
+        _uncache_all(lay, ids)
+        for image in images:
+            conn.image.delete_image(image, ignore_missing=True)
+    adaptive = results.pop(None)
+    return adaptive, results
+
+
+def _wait_reports(lay, timeout=60):
+    """Wait until every compute's agent has a report on the bus."""
+    deadline = time.monotonic() + timeout
+    while len(aio_agents.reports(lay)) < len(lay.compute_hosts()):
+        if time.monotonic() > deadline:
+            raise RuntimeError('no report from every agent within %d s'
+                               % timeout)
+        time.sleep(0.5)
+
+
+def first_boot(conn, lay, host, mib, flavor_id, out=sys.stderr):
+    """``(cold seconds, pre-fetched seconds)`` of a first boot on ``host``."""
+    settings = _settings(lay, host)
+    image = _upload(conn, lay, mib, 'mlaccel-bench-agent')
+    try:
         _uncache(settings, image.id)
         cold = _boot(conn, host, image.id, flavor_id)
         _uncache(settings, image.id)
@@ -124,7 +250,58 @@ def main(argv):
         conn.image.delete_image(image, ignore_missing=True)
     print('image %d MiB on %s: cold first boot %.2f s, pre-fetch %.2f s, '
           'first boot after pre-fetch %.2f s'
-          % (args.image_mib, host, cold, written.seconds, warm),
-          file=sys.stderr)
-    print('RESULT first_boot_prefetch_ratio=%.3f' % (warm / cold))
+          % (mib, host, cold, written.seconds, warm), file=out, flush=True)
+    return cold, warm
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog='python -m mlaccel.bench agent')
+    parser.add_argument('--image-mib', type=int, default=1024,
+                        help='image of the first-boot comparison')
+    parser.add_argument('--host', help='compute host of the first boot '
+                        '(default: the last)')
+    parser.add_argument('--burst', type=int, default=20,
+                        help='servers asked for at once')
+    parser.add_argument('--burst-image-mib', type=int, default=32,
+                        help='size of each burst server\'s own image')
+    args = parser.parse_args(argv)
+    base = os.environ.get(aio_layout.BASE_ENV)
+    if not base:
+        print('set %s to the base directory of a running all-in-one cloud'
+              % aio_layout.BASE_ENV, file=sys.stderr)
+        return 2
+    lay = aio_layout.Layout(base)
+    host = args.host or lay.compute_hosts()[-1]
+    need = 3 * ((args.image_mib + args.burst * args.burst_image_mib) << 20)
+    if shutil.disk_usage(lay.base).free < need:
+        print('need %d MiB free for the images, their copies in Glance and '
+              'the caches' % (need >> 20), file=sys.stderr)
+        return 2
+    missing = [name for name in
+               ['nova-compute-' + h for h in lay.compute_hosts()] +
+               [aio_agents.service(h) for h in lay.compute_hosts()]
+               if not procs.running(lay, name)]
+    if missing or len(lay.compute_hosts()) < 2:
+        print('need a cloud with at least two computes, each with its '
+              'agent; not running: %s' % (', '.join(missing) or '-'),
+              file=sys.stderr)
+        return 2
+    print('preconditions: %d computes with mlaccel-agent, nova %s, images '
+          'of random bytes (no cache hit but the pre-fetch)'
+          % (len(lay.compute_hosts()), _nova_version()), file=sys.stderr)
+    conn = aio_cloud.connect(lay)
+    flavor_id = lay.load_cloud()['flavor_id']
+    cold, warm = first_boot(conn, lay, host, args.image_mib, flavor_id)
+    adaptive, static = burst_sweep(conn, lay, args.burst,
+                                   args.burst_image_mib, flavor_id)
+    best = min(static, key=static.get)
+    print('burst: adaptive %.2f s; best static max_concurrent_builds=%d '
+          '%.2f s' % (adaptive, best, static[best]), file=sys.stderr)
+    print('RESULT first_boot_prefetch_ratio=%.3f burst_makespan_ratio=%.3f'
+          % (warm / cold, adaptive / static[best]))
     return 0
+
+
+def _nova_version():
+    from importlib import metadata
+    return metadata.version('nova')

@@ -19,6 +19,10 @@ and at the admin cloud of ``clouds.yaml`` for Glance. The agent runs as
 service ``mlaccel-agent-<host>`` and stops with its compute.
 """
 
+from oslo_config import cfg
+
+from mlaccel import conf as mlaccel_conf
+from mlaccel.statebus import reader
 from mlaccel.testing.aio import configs
 from mlaccel.testing.aio import procs
 
@@ -64,3 +68,24 @@ def start(lay, host):
     return procs.start(lay, service(host), [
         lay.bin('mlaccel-agent'), '--config-file', config_file(lay, host)],
         env={'OS_CLIENT_CONFIG_FILE': lay.clouds_yaml})
+
+
+def reports(lay):
+    """``{host: report}`` of the computes on the bus now.
+
+    Each is checked with the deployment key, as the scheduler checks it.
+    """
+    conf = cfg.ConfigOpts()
+    mlaccel_conf.register_opts(conf)
+    conf([], default_config_files=[])
+    conf.set_override('backend_url', lay.statebus_url, 'mlaccel_statebus')
+    conf.set_override('deployment_key_file', lay.path(
+        'etc', 'mlaccel', 'statebus-deployment.key'), 'mlaccel_statebus')
+    cache = reader.ReportCache(conf)
+    try:
+        cache.refresh()
+        snapshot = cache.current()
+    finally:
+        cache.stop()
+    return {host: snapshot.get(host) for host in lay.compute_hosts()
+            if snapshot.get(host) is not None}

@@ -29,7 +29,6 @@ import uuid
 
 import fixtures
 import kombu
-from oslo_config import cfg
 import testtools
 
 from mlaccel.agent import builds
@@ -41,8 +40,6 @@ from mlaccel.agent import hot
 from mlaccel.agent import inventory
 from mlaccel.agent import notifications
 from mlaccel.agent import novaconf
-from mlaccel import conf as mlaccel_conf
-from mlaccel.statebus import reader
 from mlaccel.testing.aio import agents
 from mlaccel.testing.aio import cloud
 from mlaccel.testing.aio import fixture
@@ -52,13 +49,36 @@ from tests import fixtures as mlaccel_fixtures
 WAIT = 180
 
 
-class AgentOnCloudTest(testtools.TestCase):
+class CloudTestCase(testtools.TestCase):
+    """A test on the running cloud, with its servers deleted after it."""
 
     def setUp(self):
         super().setUp()
         self.aio = self.useFixture(fixture.RunningCloud())
         self.lay = self.aio.layout
         self.conn = self.aio.connect()
+
+    def create(self, image_id, host=None, name='mlaccel-agent-test'):
+        """Ask for a server (on ``host``, if given); it is deleted after."""
+        zone = {'availability_zone': 'nova:%s' % host} if host else {}
+        server = self.conn.compute.create_server(
+            name=name, image_id=image_id,
+            flavor_id=self.aio.cloud['flavor_id'], networks='none', **zone)
+        self.addCleanup(self.conn.compute.wait_for_delete, server,
+                        interval=0.5, wait=WAIT)
+        self.addCleanup(self.conn.compute.delete_server, server,
+                        ignore_missing=True)
+        return server
+
+    def boot(self, host, image_id):
+        return self.conn.compute.wait_for_server(
+            self.create(image_id, host), interval=0.5, wait=WAIT)
+
+
+class AgentOnCloudTest(CloudTestCase):
+
+    def setUp(self):
+        super().setUp()
         self.conf = self.useFixture(mlaccel_fixtures.Conf())
         self.opts = self.conf.conf.mlaccel_agent
         self.cloud = agent_cloud.Cloud(None, connect=lambda name: self.conn)
@@ -92,18 +112,6 @@ class AgentOnCloudTest(testtools.TestCase):
     def fetcher(self, settings, cls=glance.GlanceFetcher):
         cache = inventory.ImageCache(settings.cache_dir)
         return cls(settings, self.opts, self.cloud, cache), cache
-
-    def boot(self, host, image_id):
-        server = self.conn.compute.create_server(
-            name='mlaccel-agent-test', image_id=image_id,
-            flavor_id=self.aio.cloud['flavor_id'], networks='none',
-            availability_zone='nova:%s' % host)
-        self.addCleanup(self.conn.compute.wait_for_delete, server,
-                        interval=0.5, wait=WAIT)
-        self.addCleanup(self.conn.compute.delete_server, server,
-                        ignore_missing=True)
-        return self.conn.compute.wait_for_server(server, interval=0.5,
-                                                 wait=WAIT)
 
     def test_glance_download_verified_and_renamed_into_place(self):
         image, data = self.new_image()
@@ -205,7 +213,7 @@ class AgentOnCloudTest(testtools.TestCase):
             connection.default_channel.queue_delete(queue=name)
 
 
-class RunningAgentsTest(testtools.TestCase):
+class RunningAgentsTest(CloudTestCase):
     """The cloud's own ``mlaccel-agent`` per compute, as deployed.
 
     The agents are the only producers of host reports; the scheduler runs
@@ -214,28 +222,10 @@ class RunningAgentsTest(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.aio = self.useFixture(fixture.RunningCloud())
-        self.lay = self.aio.layout
-        self.conn = self.aio.connect()
         self.hosts = self.lay.compute_hosts()
 
     def reports(self):
-        """Every host's report on the bus, checked as the scheduler does."""
-        conf = cfg.ConfigOpts()
-        mlaccel_conf.register_opts(conf)
-        conf([], default_config_files=[])
-        conf.set_override('backend_url', self.lay.statebus_url,
-                          'mlaccel_statebus')
-        conf.set_override('deployment_key_file', self.lay.path(
-            'etc', 'mlaccel', 'statebus-deployment.key'), 'mlaccel_statebus')
-        cache = reader.ReportCache(conf)
-        try:
-            cache.refresh()
-            snapshot = cache.current()
-        finally:
-            cache.stop()
-        return {host: snapshot.get(host) for host in self.hosts
-                if snapshot.get(host) is not None}
+        return agents.reports(self.lay)
 
     def wait_report(self, host, predicate, timeout=60):
         deadline = time.monotonic() + timeout
@@ -256,16 +246,6 @@ class RunningAgentsTest(testtools.TestCase):
         self.addCleanup(self.conn.image.delete_image, image,
                         ignore_missing=True)
         return self.conn.image.wait_for_status(image, 'active', wait=WAIT)
-
-    def create(self, image_id, name='mlaccel-agent-test'):
-        server = self.conn.compute.create_server(
-            name=name, image_id=image_id,
-            flavor_id=self.aio.cloud['flavor_id'], networks='none')
-        self.addCleanup(self.conn.compute.wait_for_delete, server,
-                        interval=0.5, wait=WAIT)
-        self.addCleanup(self.conn.compute.delete_server, server,
-                        ignore_missing=True)
-        return server
 
     def compute_log(self, host):
         with open(procs.log_path(self.lay, 'nova-compute-' + host)) as f:
@@ -311,6 +291,17 @@ class RunningAgentsTest(testtools.TestCase):
             log = self.compute_log(host)
             self.assertIn('Image %s is cached on this host' % image.id, log)
             self.assertNotIn('Fetched image %s' % image.id, log)
+
+    def test_image_in_demand_elsewhere_is_prefetched_here(self):
+        builder, other = self.hosts[0], self.hosts[-1]
+        image = self.new_image()
+        # demand_builds (3) builds on one compute...
+        for _ in range(3):
+            self.boot(builder, image.id)
+        # ...and the other has it before anyone boots it there.
+        self.wait_report(other, lambda r: image.id in r.cached_images)
+        self.assertNotIn('Fetched image %s' % image.id,
+                         self.compute_log(other))
 
     def test_burst_of_three_times_the_build_limit_all_active_and_spread(self):
         reports = self.reports()
@@ -367,15 +358,7 @@ class RunningAgentsTest(testtools.TestCase):
         cloud.start_compute(self.lay, host, agent=False)
         cloud.wait_compute_up(self.lay, self.conn, host, since)
         image = self.new_image()
-        server = self.conn.compute.create_server(
-            name='mlaccel-agent-test', image_id=image.id,
-            flavor_id=self.aio.cloud['flavor_id'], networks='none',
-            availability_zone='nova:%s' % host)
-        self.addCleanup(self.conn.compute.wait_for_delete, server,
-                        interval=0.5, wait=WAIT)
-        self.addCleanup(self.conn.compute.delete_server, server,
-                        ignore_missing=True)
-        self.conn.compute.wait_for_server(server, interval=0.5, wait=WAIT)
+        self.boot(host, image.id)
         # The same agent process saw the new build and its image.
         self.assertEqual(pid, procs.pid(self.lay, service))
         report = self.wait_report(
