@@ -18,6 +18,7 @@ model of one behind one interface (:mod:`.runner`); every launch record
 is kept (:mod:`.results`) and summarised (:mod:`.stats`, :mod:`.report`,
 :mod:`.charts`). A SimPy simulation of the same life cycle
 (:mod:`.simulator`) is calibrated from the records (:mod:`.calibration`),
-checked against them at their own size (:mod:`.validation`) and run at
-scale with stated production parameters (:mod:`.production`).
+checked against them at their own size (:mod:`.validation`), run at
+scale with stated production parameters (:mod:`.production`), and used to
+plan the steps a task needs for its running share (:mod:`.steps`).
 """
