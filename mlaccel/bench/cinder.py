@@ -50,6 +50,7 @@ from cinder import monkey_patch; monkey_patch.patch()  # noqa: E402,E702
 # autopep8: on
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import hashlib  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
@@ -68,7 +69,7 @@ from mlaccel.testing import filevolume  # noqa: E402
 
 objects.register_all()
 MIB = cinderharness.MIB
-STEADY = 3
+STEADY = 5
 
 
 def _chunks(seed, size):
@@ -148,6 +149,8 @@ class _Run(cinderharness.MirrorTestBase):
     def runTest(self):
         for size in self.sizes:
             self.out[size] = self.measure(size * MIB, 's%d' % size)
+        backend = getattr(self.driver, '_get_driver', lambda: self.driver)()
+        self.out['clones'] = dict(backend.clones)
 
 
 class _Stock(_Run):
@@ -216,11 +219,13 @@ class _Mlaccel(_Run):
                 'pool_hits': self.mirror.stats['pool_hit']}
 
 
-def _run(cls, sizes, burst, scratch):
+def _run(cls, sizes, burst, scratch, reflink):
     out = {}
     result = unittest.TestResult()
     case = cls(sizes, burst, out)
     case.SCRATCH = scratch
+    case.BACKEND_FLAGS = dict(cls.BACKEND_FLAGS,
+                              mlaccel_file_volume_reflink=reflink)
     case.run(result)
     for _case, trace in result.errors + result.failures:
         print(trace, file=sys.stderr)
@@ -229,15 +234,20 @@ def _run(cls, sizes, burst, scratch):
     return out
 
 
-def _measure(sizes, burst, scratch):
+def _measure(sizes, burst, scratch, reflink):
     results = {}
     for cls in (_Stock, _Builtin, _Mlaccel):
         started = time.monotonic()
-        results[cls.KIND] = _run(cls, sizes, burst, scratch)
-        print('%-8s done in %.0f s: %s' % (
-            cls.KIND, time.monotonic() - started,
+        results[cls.KIND] = _run(cls, sizes, burst, scratch, reflink)
+        clones = results[cls.KIND].pop('clones')
+        print('%-8s done in %.0f s, clones %s: %s' % (
+            cls.KIND, time.monotonic() - started, clones,
             {s: {k: round(v, 3) for k, v in r.items()}
              for s, r in results[cls.KIND].items()}))
+        if clones['reflink'] and clones['copy'] or (
+                not reflink and clones['reflink']):
+            raise SystemExit('%s: clones were not all made one way: %s'
+                             % (cls.KIND, clones))
     return results
 
 
@@ -247,13 +257,24 @@ def main(argv):
                         help='image sizes in MiB, comma-separated')
     parser.add_argument('--burst', type=int, default=10,
                         help='concurrent creates in the burst')
+    parser.add_argument('--clones', choices=('auto', 'copy'),
+                        default='auto',
+                        help='auto: reflink clones where a file system '
+                             'with reflink can be had; copy: every clone '
+                             'copies the data')
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(',')]
     mode = 'eventlet' if monkey_patch.is_patched() else 'native threads'
-    with filevolume.reflink_dir(tempfile.gettempdir()) as (scratch, how):
+    if args.clones == 'copy':
+        scratch_dir = contextlib.nullcontext(
+            (None, 'plain copies (--clones copy)'))
+    else:
+        scratch_dir = filevolume.reflink_dir(tempfile.gettempdir())
+    with scratch_dir as (scratch, how):
         print('cinder volume-from-image, %s, file backend in %s, clones: %s'
-              % (mode, scratch, how))
-        results = _measure(sizes, args.burst, scratch)
+              % (mode, scratch or tempfile.gettempdir(), how))
+        results = _measure(sizes, args.burst, scratch,
+                           args.clones != 'copy')
     stock, builtin, ml = (results[k] for k in ('stock', 'builtin',
                                                'mlaccel'))
     print('%8s %9s %9s %9s %9s %9s %9s %9s %9s' % (

@@ -78,7 +78,8 @@ class Mirror:
             self._delete_golden, max_bytes=conf.max_cache_mib * 1024 * 1024,
             max_count=conf.max_cache_count, on_evict=self._evicted)
         self.flights = singleflight.SingleFlight()
-        self.pool = pool.ReadyPool(self, conf.pool_size, conf.pool_window)
+        self.pool = pool.ReadyPool(self, conf.pool_size, conf.pool_window,
+                                   conf.pool_adaptive)
         # Downloads and copies into golden volumes, and clones of them,
         # each paced on this backend by a limit that follows their latency.
         self.downloads = limiter.AdaptiveLimiter(
@@ -227,8 +228,11 @@ class Mirror:
                 return False
             try:
                 with self.copies.slot():
-                    return self.backend.create_cloned_volume(volume,
-                                                             source) or {}
+                    started = time.monotonic()
+                    update = self.backend.create_cloned_volume(volume,
+                                                               source)
+                    self.pool.clone_took(time.monotonic() - started)
+                    return update or {}
             except Exception:
                 with excutils.save_and_reraise_exception() as ctx:
                     if self.store.alive(entry.volume_id) is None:

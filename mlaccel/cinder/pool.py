@@ -26,6 +26,11 @@ path, when no request has been served for ``QUIET`` seconds (or after
 ``IDLE_WAIT`` seconds).
 Pooled clones are owned by Cinder's internal tenant, like golden volumes;
 after a restart they are deleted, not restored.
+
+A handover is a few database writes (the clone's quota and row); a clone on
+a copy-on-write backend can cost less. The pool measures both (moving
+averages of the backend's clones and of its handovers) and stands aside,
+neither handing over nor refilling, while clones are the cheaper.
 """
 
 import collections
@@ -53,10 +58,12 @@ class ReadyPool:
     :param mirror: the :class:`mlaccel.cinder.mirror.Mirror` it serves.
     """
 
-    def __init__(self, mirror, size, window, clock=time.monotonic):
+    def __init__(self, mirror, size, window, adaptive=True,
+                 clock=time.monotonic):
         self.mirror = mirror
         self.size = size
         self.window = window
+        self.adaptive = adaptive
         self._clock = clock
         self._ready = collections.defaultdict(list)    # image -> [volume]
         self._requests = collections.defaultdict(collections.deque)
@@ -64,12 +71,27 @@ class ReadyPool:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread = None
+        #: Moving averages, in seconds, of a backend clone and a handover.
+        self.clone_seconds = None
+        self.handover_seconds = None
 
     def count(self, image_id):
         with self._lock:
             return len(self._ready.get(image_id, ()))
 
+    def worth_it(self):
+        """Whether a handover costs less than a clone (or is unmeasured)."""
+        clone, handover = self.clone_seconds, self.handover_seconds
+        return (not self.adaptive or clone is None or handover is None
+                or clone > handover)
+
+    def clone_took(self, seconds):
+        """Record how long the backend took to clone a golden volume."""
+        self.clone_seconds = _average(self.clone_seconds, seconds)
+
     def target(self, image_id, pinned):
+        if not self.worth_it():
+            return 0
         if pinned:
             return self.size
         with self._lock:
@@ -86,11 +108,14 @@ class ReadyPool:
 
     def take(self, image_id, volume):
         """A ready clone for ``volume`` as a model update, or None."""
+        if not self.worth_it():
+            return None
         with self._lock:
             ready = self._ready.get(image_id)
             member = ready.pop() if ready else None
         if member is None:
             return None
+        started = time.monotonic()
         try:
             if volume.size > member.size:
                 self.mirror.backend.extend_volume(member, volume.size)
@@ -101,6 +126,8 @@ class ReadyPool:
                           member.id)
             self.mirror.store.delete(member)
             return None
+        self.handover_seconds = _average(self.handover_seconds,
+                                         time.monotonic() - started)
         return {'_name_id': name_id}
 
     def want(self, image_id):
@@ -151,8 +178,9 @@ class ReadyPool:
                 return
             try:
                 with self.mirror.copies.slot():
-                    member = self.mirror.store.clone(entry.volume_id,
-                                                     POOL_KEY, image_id)
+                    member = self.mirror.store.clone(
+                        entry.volume_id, POOL_KEY, image_id,
+                        timed=self.clone_took)
             finally:
                 self.mirror.cache.release(entry)
             if member is None:
@@ -167,6 +195,10 @@ class ReadyPool:
                 return
             self.mirror.notifier.mirror(None, 'pool_fill', image_id,
                                         volume_id=member.id)
+
+
+def _average(old, sample, weight=0.3):
+    return sample if old is None else (1 - weight) * old + weight * sample
 
 
 def pooled_rows(store, host):

@@ -169,6 +169,14 @@ OPTS = [
              'capacity_weight_multiplier), so the default of 2 makes the '
              'golden volume win over free space; a negative value avoids '
              'such backends.'),
+    cfg.BoolOpt(
+        'pool_adaptive',
+        default=True,
+        help='Let the ready pool stand aside, neither handing clones over '
+             'nor making them, while the backend clones a golden volume '
+             'faster than a handover takes (a few database writes), as on '
+             'copy-on-write backends. Both are measured as they happen. '
+             'False: the pool always serves.'),
     cfg.IntOpt(
         'pool_window',
         default=600,

@@ -44,21 +44,28 @@ OPTS = [
         help='Directory holding one file per volume and per snapshot of '
              'the file-backed test backend. Put it on XFS with reflink or on '
              'btrfs for copy-on-write clones.'),
+    cfg.BoolOpt(
+        'mlaccel_file_volume_reflink',
+        default=True,
+        help='Clone by reflink where the file system has it. False: '
+             'every clone copies the data, as on LVM or NFS backends.'),
 ]
 
 FICLONE = 0x40049409  # _IOW(0x94, 9, int), linux/fs.h
 
 
-def clone_file(src, dst):
+def clone_file(src, dst, reflink=True):
     """Copy ``src`` to a new file ``dst``; return how: reflink or copy.
 
-    A reflink shares the blocks (copy-on-write). Otherwise only the data
-    extents are copied, so holes stay holes.
+    A reflink shares the blocks (copy-on-write). Otherwise, or with
+    ``reflink=False``, only the data extents are copied, so holes stay
+    holes.
     """
     with open(src, 'rb') as fin, open(dst, 'wb') as fout:
         try:
-            fcntl.ioctl(fout.fileno(), FICLONE, fin.fileno())
-            return 'reflink'
+            if reflink:
+                fcntl.ioctl(fout.fileno(), FICLONE, fin.fileno())
+                return 'reflink'
         except OSError as e:
             if e.errno not in (errno.EOPNOTSUPP, errno.ENOTTY, errno.EXDEV,
                                errno.EINVAL, errno.ENOSYS):
@@ -235,7 +242,8 @@ class FileVolumeDriver(driver.VolumeDriver):
             raise exception.VolumeBackendAPIException(
                 data='source file %s does not exist' % os.path.basename(src))
         try:
-            how = clone_file(src, dst)
+            how = clone_file(
+                src, dst, self.configuration.mlaccel_file_volume_reflink)
             self._resize(dst, size_gb)
         except Exception:
             self._remove(dst)

@@ -17,9 +17,12 @@ backend holds, the downloads the image service served, and what is left in
 Cinder's DB and on the backend.
 """
 
+import logging
 import os
 import threading
 import time
+
+import fixtures
 
 from cinder import context
 from cinder.db import api as db
@@ -53,6 +56,23 @@ class MirrorTest(base.MirrorTestBase):
         self.assertIn('image_volume_cache.miss', events)
         self.assertIn('image_volume_cache.hit', events)
         self.assertIn('mlaccel.mirror.fill', events)
+
+    def test_raw_image_streams_into_a_sparse_golden_volume(self):
+        converts = self.useFixture(fixtures.FakeLogger(
+            name='cinder.image.image_utils', level=logging.INFO,
+            nuke_handlers=False))
+        data = (base.image_bytes('head', MIB) + bytes(16 * MIB)
+                + base.image_bytes('tail', MIB))
+        image = self.images.add(data)
+        volume = self.wait(self.create(image['id']))
+        self.assertEqual('available', volume['status'])
+        self.assertHoldsImage(volume['id'], image['id'])
+        [row] = self.golden_rows()
+        st = os.stat(self.volume_path(row.id))
+        self.assertLess(st.st_blocks * 512, 8 * MIB)
+        # Neither Cinder's temporary download nor its qemu-img pass.
+        self.assertNotIn('Image download', converts.output)
+        self.assertNotIn('Converted', converts.output)
 
     def test_burst_makes_one_download_and_ten_clones(self):
         image = self.images.add(base.image_bytes('burst', 3 * MIB))
@@ -113,7 +133,7 @@ class MirrorTest(base.MirrorTestBase):
         self.wait(self.create(image['id']))
         golden_files = self.volume_files()
 
-        def broken(src, dst):
+        def broken(src, dst, reflink=True):
             with open(dst, 'wb') as f:
                 f.write(b'x' * MIB)
             raise IOError('disk went away')
@@ -242,7 +262,7 @@ class EvictionTest(base.MirrorTestBase):
 
 
 class ReadyPoolTest(base.MirrorTestBase):
-    CACHE_FLAGS = {'pool_size': 1}
+    CACHE_FLAGS = {'pool_size': 1, 'pool_adaptive': False}
 
     def wait_pool(self, image_id, n):
         deadline = time.monotonic() + 60
@@ -285,6 +305,35 @@ class ReadyPoolTest(base.MirrorTestBase):
         ctx = context.get_admin_context()
         self.assertEqual([], [v for v in objects.VolumeList.get_all(ctx)
                               if v.project_id == base.INTERNAL_PROJECT])
+
+
+class AdaptivePoolTest(base.MirrorTestBase):
+    """The ready pool where clones are cheap.
+
+    A clone of a few MiB on this file system costs less than a handover's
+    database writes: after one handover the pool stands aside.
+    """
+
+    CACHE_FLAGS = {'pool_size': 1}
+    wait_pool = ReadyPoolTest.wait_pool
+
+    def test_pool_stands_aside_while_clones_are_cheaper(self):
+        image = self.images.add(base.image_bytes('adapt', 3 * MIB))
+        ctx = context.RequestContext(base.fake.USER_ID, base.fake.PROJECT_ID)
+        self.mirror.prewarm(ctx, image, self.images)
+        self.wait_pool(image['id'], 1)
+        pool = self.mirror.pool
+        self.assertIsNotNone(pool.clone_seconds)
+        self.wait(self.create(image['id']))
+        self.assertEqual(1, self.mirror.stats['pool_hit'])
+        self.assertLess(pool.clone_seconds, pool.handover_seconds)
+        self.assertFalse(pool.worth_it())
+        volume = self.wait(self.create(image['id']))
+        self.assertEqual('available', volume['status'])
+        self.assertHoldsImage(volume['id'], image['id'])
+        self.assertEqual(1, self.mirror.stats['pool_hit'])
+        self.assertEqual(2, self.mirror.stats['hit'])
+        self.assertEqual(0, pool.count(image['id']))
 
 
 class OperatorTest(base.MirrorTestBase):
