@@ -67,6 +67,36 @@ def _mysql(lay, sql):
         'mariadb', '-uroot', '-S', lay.path('run', 'mysqld.sock'), '-e', sql])
 
 
+def _erl(lay):
+    return {'ERL_EPMD_PORT': str(lay.ports.epmd),
+            'ERL_EPMD_ADDRESS': '127.0.0.1'}
+
+
+def start_rabbitmq(lay):
+    """Start RabbitMQ (epmd running); it listens on ``amqp`` soon after."""
+    rabbit_home = lay.path('run', 'rabbitmq')
+    os.makedirs(rabbit_home, exist_ok=True)
+    plugins = os.path.join(rabbit_home, 'enabled_plugins')
+    with open(plugins, 'w') as f:
+        f.write('[].\n')
+    with open(os.path.join(rabbit_home, 'rabbitmq.conf'), 'w') as f:
+        f.write('loopback_users = none\n')
+    # The real server, not the /usr/sbin wrapper that drops the env.
+    procs.start(lay, 'rabbitmq', ['/usr/lib/rabbitmq/bin/rabbitmq-server'],
+                env=dict(_erl(lay), **{
+                    'HOME': rabbit_home,
+                    'RABBITMQ_NODENAME': 'rabbit_mlaccel_aio@localhost',
+                    'RABBITMQ_NODE_IP_ADDRESS': '127.0.0.1',
+                    'RABBITMQ_NODE_PORT': str(lay.ports.amqp),
+                    'RABBITMQ_DIST_PORT': str(lay.ports.amqp + 1),
+                    'RABBITMQ_MNESIA_BASE': lay.path('data', 'rabbitmq'),
+                    'RABBITMQ_LOG_BASE': lay.path('log', 'rabbitmq'),
+                    'RABBITMQ_ENABLED_PLUGINS_FILE': plugins,
+                    'RABBITMQ_CONFIG_FILE': os.path.join(rabbit_home,
+                                                         'rabbitmq'),
+                }))
+
+
 def start_infra(lay):
     mysql_data = lay.path('data', 'mysql')
     if not os.path.isdir(os.path.join(mysql_data, 'mysql')):
@@ -85,32 +115,10 @@ def start_infra(lay):
         '--character-set-server=utf8mb4'])
     # epmd is started by us, so that it is recorded and stopped like the
     # rest; RabbitMQ finds it on ERL_EPMD_PORT.
-    erl = {'ERL_EPMD_PORT': str(lay.ports.epmd),
-           'ERL_EPMD_ADDRESS': '127.0.0.1'}
     procs.start(lay, 'epmd', ['epmd', '-port', str(lay.ports.epmd),
-                              '-address', '127.0.0.1'], env=erl)
-    rabbit_home = lay.path('run', 'rabbitmq')
-    os.makedirs(rabbit_home, exist_ok=True)
-    plugins = os.path.join(rabbit_home, 'enabled_plugins')
-    with open(plugins, 'w') as f:
-        f.write('[].\n')
-    with open(os.path.join(rabbit_home, 'rabbitmq.conf'), 'w') as f:
-        f.write('loopback_users = none\n')
+                              '-address', '127.0.0.1'], env=_erl(lay))
     procs.wait_port(lay, 'epmd', lay.ports.epmd, 20)
-    # The real server, not the /usr/sbin wrapper that drops the env.
-    procs.start(lay, 'rabbitmq', ['/usr/lib/rabbitmq/bin/rabbitmq-server'],
-                env=dict(erl, **{
-                    'HOME': rabbit_home,
-                    'RABBITMQ_NODENAME': 'rabbit_mlaccel_aio@localhost',
-                    'RABBITMQ_NODE_IP_ADDRESS': '127.0.0.1',
-                    'RABBITMQ_NODE_PORT': str(lay.ports.amqp),
-                    'RABBITMQ_DIST_PORT': str(lay.ports.amqp + 1),
-                    'RABBITMQ_MNESIA_BASE': lay.path('data', 'rabbitmq'),
-                    'RABBITMQ_LOG_BASE': lay.path('log', 'rabbitmq'),
-                    'RABBITMQ_ENABLED_PLUGINS_FILE': plugins,
-                    'RABBITMQ_CONFIG_FILE': os.path.join(rabbit_home,
-                                                         'rabbitmq'),
-                }))
+    start_rabbitmq(lay)
     procs.start(lay, 'redis', [
         'redis-server', '--bind', '127.0.0.1', '--port',
         str(lay.ports.redis), '--save', '', '--appendonly', 'no',

@@ -366,6 +366,52 @@ class RunningAgentsTest(CloudTestCase):
             r.builds_in_flight == 0)
         self.assertGreater(report.timestamp, before.timestamp)
 
+    def test_rabbitmq_restarted_under_the_agents(self):
+        builder, other = self.hosts[0], self.hosts[-1]
+        pids = [procs.pid(self.lay, agents.service(h)) for h in self.hosts]
+        before = self.wait_report(other, lambda r: True)
+        self.addCleanup(self.ensure_rabbitmq)
+        procs.stop(self.lay, 'rabbitmq', 60)
+        # The reports go on (the state bus is not RabbitMQ).
+        self.wait_report(other, lambda r: r.timestamp > before.timestamp)
+        self.ensure_rabbitmq()
+        # Each agent's listener is back on its pool's queue...
+        deadline = time.monotonic() + WAIT
+        while self.consumers('mlaccel-agent-' + other) < 1:
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(1)
+        # ...and Nova's notifications reach it: builds elsewhere make the
+        # image in demand here.
+        image = self.new_image()
+        for _ in range(3):
+            self.boot(builder, image.id)
+        self.wait_report(other, lambda r: image.id in r.cached_images)
+        # The same agents all along.
+        self.assertEqual(pids, [procs.pid(self.lay, agents.service(h))
+                                for h in self.hosts])
+        self.assertTrue(all(procs.running(self.lay, agents.service(h))
+                            for h in self.hosts))
+
+    def consumers(self, queue):
+        url = self.lay.transport_url.replace('rabbit://', 'amqp://')
+        try:
+            with kombu.Connection(url) as connection:
+                return connection.default_channel.queue_declare(
+                    queue=queue, passive=True).consumer_count
+        except Exception:
+            return 0
+
+    def ensure_rabbitmq(self):
+        if procs.running(self.lay, 'rabbitmq'):
+            return
+        cloud.start_rabbitmq(self.lay)
+        procs.wait_port(self.lay, 'rabbitmq', self.lay.ports.amqp, 120)
+        # Nova's services are back on their queues.
+        since = time.time()
+        for host in self.hosts:
+            cloud.wait_compute_up(self.lay, self.conn, host, since,
+                                  timeout=WAIT)
+
     def ensure_compute(self, host):
         if not procs.running(self.lay, 'nova-compute-' + host):
             since = time.time()
