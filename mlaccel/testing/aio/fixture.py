@@ -13,6 +13,7 @@
 """A fixture for functional tests that want real services of a running
 all-in-one cloud (Glance, RabbitMQ, Nova, ...)."""
 
+import fcntl
 import os
 import unittest
 
@@ -29,7 +30,16 @@ class RunningCloud(fixtures.Fixture):
     cloud it names is not running. Gives ``layout``, ``cloud`` (ids of the
     test image and flavors) and ``connect()`` (an admin openstacksdk
     connection).
+
+    :param exclusive: the test restarts parts of the cloud (RabbitMQ, a
+        compute, an agent): it runs alone. Tests share the cloud through a
+        lock in its ``run`` directory, held shared by the others, so
+        parallel test workers wait for each other rather than break.
     """
+
+    def __init__(self, exclusive=False):
+        super().__init__()
+        self.exclusive = exclusive
 
     def setUp(self):
         # Raised before the fixture starts: fixtures would wrap a SkipTest
@@ -43,12 +53,19 @@ class RunningCloud(fixtures.Fixture):
     def _setUp(self):
         base = os.environ[aio_layout.BASE_ENV]
         self.layout = aio_layout.Layout(base)
+        self._lock(self.layout.path('run', 'tests.lock'))
         down = [name for name, up in cloud.status(self.layout).items()
                 if not up]
         if down or not os.path.exists(self.layout.cloud_file):
             raise AssertionError('the cloud in %s is not up (down: %s)'
                                  % (base, down or 'everything'))
         self.cloud = self.layout.load_cloud()
+
+    def _lock(self, path):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        self.addCleanup(os.close, fd)
+        fcntl.flock(fd, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
+        self.addCleanup(fcntl.flock, fd, fcntl.LOCK_UN)
 
     def connect(self):
         conn = cloud.connect(self.layout)

@@ -52,9 +52,12 @@ WAIT = 180
 class CloudTestCase(testtools.TestCase):
     """A test on the running cloud, with its servers deleted after it."""
 
+    #: Whether the test restarts parts of the cloud (it then runs alone).
+    EXCLUSIVE = False
+
     def setUp(self):
         super().setUp()
-        self.aio = self.useFixture(fixture.RunningCloud())
+        self.aio = self.useFixture(fixture.RunningCloud(self.EXCLUSIVE))
         self.lay = self.aio.layout
         self.conn = self.aio.connect()
 
@@ -217,8 +220,11 @@ class RunningAgentsTest(CloudTestCase):
     """The cloud's own ``mlaccel-agent`` per compute, as deployed.
 
     The agents are the only producers of host reports; the scheduler runs
-    mlaccel's filter and weighers (``mlaccel-config enable``).
+    mlaccel's filter and weighers (``mlaccel-config enable``). These tests
+    restart agents, a compute and RabbitMQ: each runs alone.
     """
+
+    EXCLUSIVE = True
 
     def setUp(self):
         super().setUp()

@@ -36,3 +36,18 @@ class AioBenchSmokeTest(testtools.TestCase):
         self.assertEqual({'pooled_first_step_s', 'fresh_first_step_s',
                           'pooled_vs_fresh', 'idle_vm_s_per_task'},
                          set(fields))
+
+
+class AioAgentBenchSmokeTest(testtools.TestCase):
+    """The agent benchmark restarts the computes and agents: it runs alone."""
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixture.RunningCloud(exclusive=True))
+
+    def test_agent(self):
+        fields = test_smoke.result_line(
+            self, 'agent', '--image-mib', '8', '--burst', '4',
+            '--burst-image-mib', '1')
+        self.assertEqual({'first_boot_prefetch_ratio',
+                          'burst_makespan_ratio'}, set(fields))

@@ -180,11 +180,15 @@ class DevstackPluginPhasesTest(testtools.TestCase):
                       % (os.path.join(os.path.dirname(sys.executable),
                                       'mlaccel-agent'), self.agent_conf),
                       self.read(self.calls).splitlines())
+        ini = inifile.IniFile(self.agent_conf)
+        self.assertEqual(['file://' + self.statebus],
+                         ini.get('mlaccel_statebus', 'backend_url'))
+        self.assertEqual([self.host_key],
+                         ini.get('mlaccel_statebus', 'host_key_file'))
+        self.assertEqual(['devstack-admin'],
+                         ini.get('mlaccel_agent', 'cloud'))
+        # The agent reads its options and nova-compute's files from it.
         conf = service.parse_args(['--config-file', self.agent_conf])
-        self.assertEqual('file://' + self.statebus,
-                         conf.mlaccel_statebus.backend_url)
-        self.assertEqual(self.host_key, conf.mlaccel_statebus.host_key_file)
-        self.assertEqual('devstack-admin', conf.mlaccel_agent.cloud)
         settings = novaconf.load(conf.mlaccel_agent.nova_config_files)
         self.assertEqual('aio1', settings.host)
 
