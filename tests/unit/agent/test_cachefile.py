@@ -105,10 +105,10 @@ class WriteTest(base.NodeTestCase):
 
         def chunks():
             yield DATA[:4096]
-            # Someone else takes 64 MiB meanwhile.
+            # Someone else takes 1 GiB meanwhile: far more than what other
+            # writers on this file system may free in the meantime.
             with open(filler, 'wb') as f:
-                f.write(b'\0' * (64 << 20))
-                f.flush()
+                os.posix_fallocate(f.fileno(), 0, 1 << 30)
                 os.fsync(f.fileno())
             yield DATA[4096:]
         exc = self.assertRaises(cachefile.NoRoom, cachefile.write,
