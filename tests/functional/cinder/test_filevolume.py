@@ -13,6 +13,7 @@
 """The file-backed test backend's clones keep bytes and holes."""
 
 import os
+import tempfile
 
 import fixtures
 import testtools
@@ -43,3 +44,20 @@ class CloneFileTest(testtools.TestCase):
             self.assertEqual(b'\0' * MIB, f.read(MIB))
         # Holes stay holes: far less than the apparent size is allocated.
         self.assertLess(os.stat(dst).st_blocks * 512, 16 * MIB)
+
+    def test_reflink_where_a_file_system_has_it(self):
+        with filevolume.reflink_dir(tempfile.gettempdir(), size_gb=1) as (
+                d, how):
+            if not how.startswith('reflink'):
+                self.skipTest('no reflink here: %s' % how)
+            src, dst = os.path.join(d, 'src'), os.path.join(d, 'dst')
+            with open(src, 'wb') as f:
+                f.write(b'r' * 8 * MIB)
+            self.assertEqual('reflink', filevolume.clone_file(src, dst))
+            self.assertEqual('copy', filevolume.clone_file(
+                src, dst + '2', reflink=False))
+            for path in (dst, dst + '2'):
+                with open(path, 'rb') as f:
+                    self.assertEqual(b'r' * 8 * MIB, f.read())
+        # The loop-mounted file system is gone with the context.
+        self.assertFalse(os.path.exists(d))
