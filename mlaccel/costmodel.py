@@ -53,6 +53,41 @@ class CostModel:
         self.cold_start = opts.cold_start_seconds
         self.warm_start = opts.warm_start_seconds
 
+    @property
+    def params(self):
+        """The option values the predictions depend on."""
+        return (self.fetch_bandwidth, self.image_size, self.build_seconds,
+                self.cold_start, self.warm_start)
+
+    def __eq__(self, other):
+        return isinstance(other, CostModel) and self.params == other.params
+
+    __hash__ = None
+
+    def terms(self, report, queued=0):
+        """What :meth:`seconds_of` needs of a host's report.
+
+        ``(cached image ids, fetch bandwidth, build seconds, buffering
+        seconds of a warm-start request)``: whatever does not depend on the
+        request, so that the report cache can work it out once per report.
+        ``queued`` is as for :meth:`predict`.
+        """
+        ahead = report.builds_in_flight + queued
+        if report.build_throughput > 0:
+            # Little's law: with N builds ahead draining at the measured
+            # rate, ours completes after (N + 1) / rate; with a free slot,
+            # after one build's time (limit / rate, the rate being the
+            # limit's slots at work).
+            build = max(ahead + 1, report.build_limit) \
+                / report.build_throughput
+        else:
+            build = self.build_seconds * (
+                1 + ahead // max(report.build_limit, 1))
+        return (report.cached_images,
+                report.fetch_bandwidth or self.fetch_bandwidth, build,
+                self.warm_start if report.warm_slots > 0
+                else self.cold_start)
+
     def predict(self, report, request, queued=0):
         """Return the :class:`Prediction` for ``request`` on a host.
 
@@ -64,11 +99,18 @@ class CostModel:
         :param queued: builds sent to the host that its report does not
             count yet (the scheduler's own placements of a burst).
         """
-        return Prediction(*self._each([report], request, (queued,), True)[0])
+        size = self._size(request)
+        if report is None:
+            return Prediction(size / self.fetch_bandwidth,
+                              self.build_seconds, self.cold_start)
+        images, bandwidth, build, warm = self.terms(report, queued)
+        return Prediction(
+            0.0 if request.image_id in images else size / bandwidth, build,
+            warm if request.warm_start else self.cold_start)
 
     def seconds(self, report, request, queued=0):
         """The total of :meth:`predict`."""
-        return self._each([report], request, (queued,), False)[0]
+        return self.predict(report, request, queued).total
 
     def seconds_each(self, reports, request, queued=None, cached=None):
         """:meth:`seconds` for many hosts in one pass.
@@ -78,43 +120,39 @@ class CostModel:
         :param cached: ``None``, or a list to which whether each report
             lists the image is appended (``False`` without a report).
         """
-        return self._each(reports, request, queued, False, cached)
+        terms = self.terms
+        return self.seconds_of(
+            [None if report is None else terms(report, extra)
+             for report, extra in zip(reports,
+                                      queued or itertools.repeat(0))],
+            request, cached)
 
-    def _each(self, reports, request, queued, parts, cached=None):
-        size = self.image_size if request.image_size is None \
-            else request.image_size
+    def seconds_of(self, host_terms, request, cached=None):
+        """:meth:`seconds_each` from each host's :meth:`terms` (or ``None``).
+
+        The scheduler's inner loop: a few operations per host.
+        """
+        size = self._size(request)
         image_id = request.image_id
-        bandwidth, build_seconds = self.fetch_bandwidth, self.build_seconds
+        cold = self.cold_start
         warm_wanted = request.warm_start
-        warm_start, cold_start = self.warm_start, self.cold_start
-        unreported = (size / bandwidth, build_seconds, cold_start)
+        unreported = size / self.fetch_bandwidth + self.build_seconds + cold
         out = []
+        append = out.append
         hit = False
-        for report, extra in zip(reports, queued or itertools.repeat(0)):
-            if report is None:
-                fetch, build, buffering = unreported
+        for terms in host_terms:
+            if terms is None:
+                append(unreported)
                 hit = False
             else:
-                hit = image_id in report.cached_images
-                if hit:
-                    fetch = 0.0
-                else:
-                    fetch = size / (report.fetch_bandwidth or bandwidth)
-                ahead = report.builds_in_flight + extra
-                if report.build_throughput > 0:
-                    # Little's law: with N builds ahead draining at the
-                    # measured rate, ours completes after (N + 1) / rate;
-                    # with a free slot, after one build's time (limit /
-                    # rate, the rate being the limit's slots at work).
-                    build = max(ahead + 1, report.build_limit) \
-                        / report.build_throughput
-                else:
-                    waves = ahead // max(report.build_limit, 1)
-                    build = build_seconds * (1 + waves)
-                buffering = warm_start if warm_wanted \
-                    and report.warm_slots > 0 else cold_start
-            out.append((fetch, build, buffering) if parts
-                       else fetch + build + buffering)
+                images, bandwidth, build, warm = terms
+                hit = image_id in images
+                append((0.0 if hit else size / bandwidth) + build
+                       + (warm if warm_wanted else cold))
             if cached is not None:
                 cached.append(hit)
         return out
+
+    def _size(self, request):
+        return self.image_size if request.image_size is None \
+            else request.image_size

@@ -17,7 +17,12 @@ configuration alone, one with Nova's defaults and one with the nova.conf
 lines of mlaccel's README, and schedule the same requests over the same
 hosts (real ``HostState`` objects filled in memory, each carrying full
 instance objects). The two arms run interleaved, in a random order each
-round, so that machine noise hits both alike; medians are compared.
+round, so that machine noise hits both alike; each request starts after a
+garbage collection (in both arms, the collector staying on while it runs;
+the hosts, made once, are frozen out of it) and is timed on the scheduling
+thread's CPU clock. The ratio is the
+median over the rounds of each round's mlaccel/stock ratio (a paired
+comparison), printed with its interquartile range.
 
 The reports come as in production: a ``redis-server`` of the benchmark's
 own (in a temporary directory, the only place anything is written) is the
@@ -30,6 +35,7 @@ had one in every round. The refreshes' own duration is reported apart.
 """
 
 import argparse
+import gc
 import multiprocessing
 import os
 import random
@@ -276,10 +282,14 @@ def heartbeat(hosts):
 def schedule_once(manager, hosts, spec):
     """Filter and weigh ``hosts`` for ``spec``.
 
+    A garbage collection first, so that no request pays for the garbage
+    of another.
+
     :returns: the CPU seconds the scheduling thread spent, the wall
         seconds it took (the CPU time is what other processes on a shared
         machine do not inflate), and how many hosts passed the filters.
     """
+    gc.collect()
     wall, cpu = time.perf_counter(), time.thread_time()
     passed = list(manager.get_filtered_hosts(hosts, spec))
     manager.get_weighed_hosts(passed, spec)
@@ -345,20 +355,27 @@ def measure_overhead(managers, hosts, images, rounds, rng, cache, refreshes):
     return times, fresh, quiet
 
 
-def median(times, clock=0, keep=None):
-    """Median seconds of one arm on one clock (0: CPU, 1: wall).
+def median(times, clock=0):
+    """Median seconds of one arm on one clock (0: CPU, 1: wall)."""
+    return statistics.median(t[clock] for t in times)
 
-    Over the rounds ``keep`` says (default: all).
-    """
-    return statistics.median(
-        t[clock] for i, t in enumerate(times)
-        if keep is None or keep[i])
+
+def round_ratios(times, clock=0, keep=None):
+    """mlaccel's time over stock's in each round ``keep`` says (all)."""
+    return [m[clock] / s[clock]
+            for i, (m, s) in enumerate(zip(times['mlaccel'], times['stock']))
+            if keep is None or keep[i]]
 
 
 def ratio(times, clock=0, keep=None):
-    """mlaccel's median over stock's."""
-    return (median(times['mlaccel'], clock, keep)
-            / median(times['stock'], clock, keep))
+    """The median of :func:`round_ratios`."""
+    return statistics.median(round_ratios(times, clock, keep))
+
+
+def iqr(values):
+    """``(first quartile, third quartile)`` of ``values``."""
+    quartiles = statistics.quantiles(values, n=4, method='inclusive')
+    return quartiles[0], quartiles[2]
 
 
 def runs(values):
@@ -383,8 +400,8 @@ def main(argv=None):
     parser.add_argument('--sizes', default='1000,10000',
                         help='host counts to measure (default: %(default)s)')
     parser.add_argument('--rounds', type=int, default=0,
-                        help='requests per size (default: 100 at 1,000 '
-                             'hosts, fewer at larger sizes, at least 30)')
+                        help='requests per size (default: 200 at 1,000 '
+                             'hosts, fewer at larger sizes, at least 60)')
     parser.add_argument('--instances-per-host', type=int, default=20)
     parser.add_argument('--images', type=int, default=200)
     parser.add_argument('--publish-interval', type=float, default=0,
@@ -428,9 +445,10 @@ def main(argv=None):
         bus = RedisBus(tmp)
         conf.set_override('backend_url', bus.url, 'mlaccel_statebus')
         cache = reader.get_cache(conf)
-        print('\n%6s %6s %9s %10s %6s %6s %12s %8s  %s' % (
-            'hosts', 'rounds', 'stock ms', 'mlaccel ms', 'ratio', 'wall',
-            'quiet ratio', 'refresh', 'hosts with a fresh report, per round'))
+        print('\n%6s %6s %9s %10s %6s %13s %6s %12s %8s  %s' % (
+            'hosts', 'rounds', 'stock ms', 'mlaccel ms', 'ratio', 'ratio IQR',
+            'wall', 'quiet ratio', 'refresh',
+            'hosts with a fresh report, per round'))
         for size in [int(s) for s in args.sizes.split(',')]:
             hosts = make_hosts(size, images, args.instances_per_host, rng)
             agents = Agents(bus.url, bus_opts.group.encode(),
@@ -450,7 +468,11 @@ def main(argv=None):
                         % (kept[0], kept[1], size))
                 refreshes = Refreshes(cache)
                 managers = [('stock', stock), ('mlaccel', mlaccel)]
-                rounds = args.rounds or max(30, 100 * 1000 // size)
+                # The hosts and their instances, which neither arm makes,
+                # out of the collector's full collections.
+                gc.collect()
+                gc.freeze()
+                rounds = args.rounds or max(60, 200 * 1000 // size)
                 # One untimed round, so that lazy imports do not count.
                 measure_overhead(managers, hosts, images, 1, rng, cache,
                                  refreshes)
@@ -461,13 +483,15 @@ def main(argv=None):
                     cache.wait_for_refresh(1, 30)
                     refreshes.sample()
             finally:
+                gc.unfreeze()
                 agents.stop()
             results[size] = ratio(times)
             refresh_ms[size] = statistics.median(refreshes.seconds) * 1000
             fresh_pct = min(fresh_pct, 100.0 * min(fresh) / size)
-            print('%6d %6d %9.2f %10.2f %6.3f %6.3f %12s %5.0f ms  %s' % (
+            print('%6d %6d %9.2f %10.2f %6.3f %13s %6.3f %12s %5.0f ms  %s' % (
                 size, rounds, median(times['stock']) * 1000,
                 median(times['mlaccel']) * 1000, results[size],
+                '%.3f-%.3f' % iqr(round_ratios(times)),
                 ratio(times, clock=1),
                 '%.3f (%d)' % (ratio(times, keep=quiet), sum(quiet))
                 if sum(quiet) > 2 else '-', refresh_ms[size], runs(fresh)))
@@ -486,17 +510,21 @@ def main(argv=None):
           'in a temporary directory, removed); agents republish every '
           'report every %.1f s; report cache refresh thread running at '
           'refresh_interval=%.1f s (%s); report_max_age=%.0f s; every host '
-          'has a free build slot; arms in random order each round; medians; '
+          'has a free build slot; arms in random order each round; the '
+          'hosts and their instances frozen out of garbage collection, and '
+          'a collection before each timed request of either arm; '
           'load average %.2f %.2f %.2f on %d CPUs'
           % (publish_interval, interval,
              'the default' if interval == option_default(
                  statebus_conf.OPTS, 'refresh_interval') else 'NOT default',
              bus_opts.report_max_age, load[0], load[1], load[2],
              os.cpu_count()))
-    print('ms and ratio: CPU time of the scheduling thread; wall: the ratio '
-          'of wall-clock medians; quiet ratio: CPU, over the rounds during '
-          'which no refresh finished (how many in brackets); refresh: '
-          'median wall time of the background refreshes seen')
+    print('ms: median CPU time of the scheduling thread per request; ratio: '
+          'median over the rounds of mlaccel/stock CPU time in the round, '
+          'its interquartile range beside it; wall: the same on wall-clock '
+          'time; quiet ratio: CPU, over the rounds during which no refresh '
+          'finished (how many in brackets); refresh: median wall time of '
+          'the background refreshes seen')
     fields = ['sched_overhead_%dk=%.3f' % (size // 1000, r)
               for size, r in results.items() if size % 1000 == 0]
     fields += ['statebus_refresh_%dk_ms=%.1f' % (size // 1000, ms)

@@ -45,7 +45,7 @@ class RequestView:
     """
 
     __slots__ = ('spec', 'reports', 'policy', 'start', 'placed', '_hosts',
-                 '_host_reports', '_aggregated')
+                 '_host_reports', '_aggregated', '_predicted')
 
     def __init__(self, spec_obj, conf=None, placed=None):
         conf = conf or mlaccel_conf.CONF
@@ -54,6 +54,7 @@ class RequestView:
         self.policy = extra_specs.policy(spec_obj)
         self.placed = placed
         self._hosts = self._host_reports = self._aggregated = None
+        self._predicted = None
         image_id = image_size = None
         image = getattr(spec_obj, 'image', None)
         if image is not None:
@@ -74,6 +75,7 @@ class RequestView:
         """
         self._hosts = hosts
         self._host_reports, self._aggregated = host_reports, aggregated
+        self._predicted = None
 
     def reports_of(self, hosts):
         """``(report or None of each host, positions of aggregated hosts)``.
@@ -85,13 +87,45 @@ class RequestView:
         if known is not None and len(known) == len(hosts) and all(
                 map(operator.is_, hosts, known)):
             return self._host_reports, self._aggregated
-        get = self.reports.entry
+        get = self.reports.lookup()
         reports, aggregated = [], []
         for i, host_state in enumerate(hosts):
             reports.append(get(host_state.host))
             if host_state.aggregates:
                 aggregated.append(i)
         return reports, aggregated
+
+    def predict(self, hosts, model):
+        """``(predicted seconds, image cached)`` of each of ``hosts``.
+
+        Under :class:`~mlaccel.costmodel.CostModel` ``model``, the image
+        counted only if the flavor's policy uses image locality. Worked out
+        once for the remembered hosts: the filter asks right after its pass,
+        while their entries are still in the CPU's caches, and the weigher
+        gets the same lists.
+        """
+        known = self._predicted
+        reports, _ = self.reports_of(hosts)
+        if known is not None and known[0] == model and \
+                reports is self._host_reports:
+            return known[1], known[2]
+        start = self.start
+        if not self.policy.image_locality and start.image_id is not None:
+            start = start._replace(image_id=None)
+        local = []
+        if self.placed is None and self.reports.model == model:
+            # The terms the report cache worked out with the same options.
+            predicted = model.seconds_of(
+                [None if entry is None else entry.terms for entry in reports],
+                start, local)
+        else:
+            predicted = model.seconds_each(
+                reports, start,
+                None if self.placed is None
+                else [self.placed(h) for h in hosts], local)
+        if reports is self._host_reports:
+            self._predicted = (model, predicted, local)
+        return predicted, local
 
 
 _shared = threading.local()

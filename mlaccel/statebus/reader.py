@@ -31,6 +31,7 @@ from oslo_log import log as logging
 from tooz import coordination
 
 from mlaccel import conf as mlaccel_conf
+from mlaccel import costmodel
 from mlaccel import statebus
 from mlaccel.statebus import codec as bus_codec
 from mlaccel.statebus import keys
@@ -47,14 +48,18 @@ class Entry:
     request touches one compact object per host instead of several objects
     per report, scattered across the heap by the decoding.
     Attributes are those of the :class:`~mlaccel.hostreport.HostReport`
-    (``report``) that the cost model reads.
+    (``report``) that the cost model reads, plus what a request needs of
+    the report worked out once: ``free``, the build slots its own limit
+    leaves (infinite without a limit), and ``terms``, the report's
+    :meth:`~mlaccel.costmodel.CostModel.terms` under ``model`` (``None``
+    without one).
     """
 
     __slots__ = ('host', 'timestamp', 'build_limit', 'builds_in_flight',
                  'cached_images', 'fetch_bandwidth', 'build_throughput',
-                 'warm_slots', 'report')
+                 'warm_slots', 'free', 'terms', 'report')
 
-    def __init__(self, host, report):
+    def __init__(self, host, report, model=None):
         # Fresh copies (``x + 0.0``, a new frozenset), made in one burst
         # with the entry itself.
         self.host = host
@@ -65,14 +70,18 @@ class Entry:
         self.fetch_bandwidth = report.fetch_bandwidth + 0.0
         self.build_throughput = report.build_throughput + 0.0
         self.warm_slots = report.warm_slots
+        limit = report.build_limit
+        self.free = limit - report.builds_in_flight if limit > 0 \
+            else float('inf')
+        self.terms = None if model is None else model.terms(self)
         self.report = report
 
 
-def entries_of(reports, old=None):
+def entries_of(reports, old=None, model=None):
     """``{host: Entry}`` of ``{host: HostReport}``.
 
-    The entry of an unchanged report is taken from ``old``; the others are
-    made in one burst.
+    The entry of an unchanged report is taken from ``old`` (entries made
+    with the same ``model``); the others are made in one burst.
     """
     entries = {}
     old = old or {}
@@ -84,20 +93,39 @@ def entries_of(reports, old=None):
         # A new string per key, made here too: a lookup compares the key.
         host = host.encode('utf-8', 'surrogatepass').decode(
             'utf-8', 'surrogatepass')
-        entries[host] = Entry(host, report)
+        entries[host] = Entry(host, report, model)
     return entries
 
 
 class Snapshot:
-    """The reports as of one refresh, judged fresh against one clock read."""
+    """The reports as of one refresh, judged fresh against one clock read.
 
-    __slots__ = ('reports', 'entries', 'now', 'max_age')
+    :ivar model: the :class:`~mlaccel.costmodel.CostModel` whose terms the
+        entries hold, or ``None``.
+    :ivar oldest: the oldest timestamp of the entries, or ``None`` if not
+        known.
+    """
 
-    def __init__(self, reports, now, max_age, entries=None):
+    __slots__ = ('reports', 'entries', 'now', 'max_age', 'model', 'oldest')
+
+    def __init__(self, reports, now, max_age, entries=None, model=None,
+                 oldest=None):
         self.reports = reports
         self.entries = entries_of(reports) if entries is None else entries
         self.now = now
         self.max_age = max_age
+        self.model = model if entries is not None else None
+        self.oldest = oldest if entries is not None else None
+
+    def lookup(self):
+        """A function like :meth:`entry`, the fastest that is right now.
+
+        When the oldest report is fresh, every report is: a plain dict
+        lookup per host then does.
+        """
+        if self.oldest is not None and self.now - self.oldest <= self.max_age:
+            return self.entries.get
+        return self.entry
 
     def get(self, host):
         """The host's report, or ``None`` if it has none or it is stale."""
@@ -143,8 +171,10 @@ class ReportCache:
                        else statebus.group_id(self.conf))
         self._verifier = None
         self._key_error = None
-        # (reports, entries) of the last refresh, swapped as one.
-        self._state = ({}, {})
+        # (reports, entries, cost model of their terms, oldest timestamp)
+        # of the last refresh, swapped as one.
+        self._state = ({}, {}, None, None)
+        self._model = None
         self._accepted = {}
         self._rejected = {}
         self._logged = {}
@@ -166,9 +196,9 @@ class ReportCache:
 
     def current(self, now=None):
         """The reports as of the last refresh, starting no thread."""
-        reports, entries = self._state
+        reports, entries, model, oldest = self._state
         return Snapshot(reports, time.time() if now is None else now,
-                        self._opts.report_max_age, entries)
+                        self._opts.report_max_age, entries, model, oldest)
 
     def start(self):
         """Start the refresh thread if it is not running (thread-safe)."""
@@ -254,7 +284,7 @@ class ReportCache:
             self.load(members)
 
     def _clear(self):
-        self._state = ({}, {})
+        self._state = ({}, {}, None, None)
         self._accepted, self._rejected = {}, {}
 
     def _load_key(self):
@@ -333,16 +363,22 @@ class ReportCache:
         self._log_rejections(rejections, logged, now)
         # Swapped by reference: readers hold whole, consistent dicts.
         self._accepted, self._rejected = accepted, rejected
-        self._state = (reports, self._entries(reports, self._state[1]))
+        model = costmodel.CostModel(self.conf)
+        old = self._state[1] if self._state[2] == model else None
+        self._model = model
+        entries = self._entries(reports, old)
+        self._state = (reports, entries, model, min(
+            (entry.timestamp for entry in entries.values()), default=None))
         self._logged = logged
 
     def _entries(self, reports, old):
         """What a snapshot looks hosts up in.
 
         Another kind of report's cache may return ``reports`` themselves
-        (they have ``timestamp``).
+        (they have ``timestamp``). ``old`` holds the last refresh's
+        entries, or ``None`` when the cost model changed since.
         """
-        return entries_of(reports, old)
+        return entries_of(reports, old, self._model)
 
     def _check(self, source, raw, now):
         """The report in ``raw`` from member ``source``, or ValueError."""

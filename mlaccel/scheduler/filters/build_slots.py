@@ -20,6 +20,7 @@ from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
 
 from mlaccel import conf as mlaccel_conf
+from mlaccel import costmodel
 from mlaccel.scheduler import request
 
 LOG = logging.getLogger(__name__)
@@ -82,6 +83,7 @@ class BuildSlotFilter(filters.BaseHostFilter):
         kept, reports, aggregated, slots = self._free(hosts, view)
         if slots >= to_place:
             view.remember(kept, reports, aggregated)
+            view.predict(kept, costmodel.CostModel(self.conf))
             return kept
         # Nova filters each instance of a request from the hosts kept for
         # the one before: dropping a full host now would refuse the
@@ -116,7 +118,10 @@ class BuildSlotFilter(filters.BaseHostFilter):
         """
         opts = self.conf.mlaccel_scheduler
         cap, fail_open = opts.max_builds_per_host, opts.build_slot_fail_open
-        get, placed = view.reports.entry, view.placed
+        get, placed = view.reports.lookup(), view.placed
+        # Without a cap or earlier placements, a host outside aggregates
+        # has the free slots its report's own limit leaves.
+        general = cap > 0 or placed is not None
         kept, reports, aggregated, slots = [], [], [], 0
         keep, keep_report = kept.append, reports.append
         for host_state in hosts:
@@ -130,24 +135,34 @@ class BuildSlotFilter(filters.BaseHostFilter):
                     keep_report(None)
                     slots = UNLIMITED
                 continue
-            limit = report.build_limit
-            if in_aggregate:
-                limit = self._capped(host_state, limit, cap)
-            elif cap > 0 and not 0 < limit <= cap:
-                limit = cap
-            in_flight = report.builds_in_flight
-            if placed is not None:
-                in_flight += placed(host_state)
-            if limit <= 0 or in_flight < limit:
-                if in_aggregate:
-                    aggregated.append(len(kept))
-                keep(host_state)
-                keep_report(report)
-                slots = UNLIMITED if limit <= 0 else slots + limit - in_flight
+            if not (general or in_aggregate):
+                free = report.free
+                if free > 0:
+                    keep(host_state)
+                    keep_report(report)
+                    slots += free
+                    continue
+                limit, in_flight = report.build_limit, report.builds_in_flight
             else:
-                LOG.debug('%(host)s has %(n)d builds in flight, its limit '
-                          'is %(limit)d', {'host': host_state.host,
-                                           'n': in_flight, 'limit': limit})
+                limit = report.build_limit
+                if in_aggregate:
+                    limit = self._capped(host_state, limit, cap)
+                elif cap > 0 and not 0 < limit <= cap:
+                    limit = cap
+                in_flight = report.builds_in_flight
+                if placed is not None:
+                    in_flight += placed(host_state)
+                if limit <= 0 or in_flight < limit:
+                    if in_aggregate:
+                        aggregated.append(len(kept))
+                    keep(host_state)
+                    keep_report(report)
+                    slots = UNLIMITED if limit <= 0 \
+                        else slots + limit - in_flight
+                    continue
+            LOG.debug('%(host)s has %(n)d builds in flight, its limit '
+                      'is %(limit)d', {'host': host_state.host,
+                                       'n': in_flight, 'limit': limit})
         return kept, reports, aggregated, slots
 
     def _placed_in_request(self, hosts, spec_obj):

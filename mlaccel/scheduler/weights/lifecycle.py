@@ -71,16 +71,10 @@ class LifecycleWeigher(weights.BaseHostWeigher):
         opts = self.conf.mlaccel_scheduler
         locality = opts.image_locality_weight_multiplier
         lifecycle = opts.lifecycle_weight_multiplier
-        start = view.start
-        image_id = start.image_id if view.policy.image_locality else None
-        if image_id is None and start.image_id is not None:
-            start = start._replace(image_id=None)
+        image_id = view.start.image_id if view.policy.image_locality \
+            else None
         reports, aggregated = view.reports_of(hosts)
-        placed = view.placed
-        local = []
-        predicted = costmodel.CostModel(self.conf).seconds_each(
-            reports, start,
-            None if placed is None else [placed(h) for h in hosts], local)
+        predicted, local = view.predict(hosts, costmodel.CostModel(self.conf))
         # Nova's normalisation: (w - min) / (max - min), 0 if all equal.
         latest = max(predicted)
         spread = latest - min(predicted)
@@ -89,6 +83,7 @@ class LifecycleWeigher(weights.BaseHostWeigher):
             if None in reports:
                 # Without a report: the images of the instances running.
                 running = self._running_images
+                local = list(local)  # the view's own stays as it was
                 for i, report in enumerate(reports):
                     if report is None:
                         local[i] = image_id in running(hosts[i])
