@@ -100,9 +100,7 @@ class RequestView:
 
         Under :class:`~mlaccel.costmodel.CostModel` ``model``, the image
         counted only if the flavor's policy uses image locality. Worked out
-        once for the remembered hosts: the filter asks right after its pass,
-        while their entries are still in the CPU's caches, and the weigher
-        gets the same lists.
+        once for the remembered hosts; a second call returns the same lists.
         """
         known = self._predicted
         reports, _ = self.reports_of(hosts)

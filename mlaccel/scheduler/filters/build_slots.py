@@ -20,7 +20,6 @@ from nova.scheduler import utils as scheduler_utils
 from oslo_log import log as logging
 
 from mlaccel import conf as mlaccel_conf
-from mlaccel import costmodel
 from mlaccel.scheduler import request
 
 LOG = logging.getLogger(__name__)
@@ -83,7 +82,6 @@ class BuildSlotFilter(filters.BaseHostFilter):
         kept, reports, aggregated, slots = self._free(hosts, view)
         if slots >= to_place:
             view.remember(kept, reports, aggregated)
-            view.predict(kept, costmodel.CostModel(self.conf))
             return kept
         # Nova filters each instance of a request from the hosts kept for
         # the one before: dropping a full host now would refuse the

@@ -106,6 +106,8 @@ class SharedViewTest(base.PluginTestCase):
         kept = build_slots.BuildSlotFilter().filter_all(hosts, spec)
         self.assertEqual(['h0', 'h1', 'h9'], [h.host for h in kept])
         shared = request.view(spec)
-        self.assertIsNotNone(shared._predicted)
         self.assertEqual([alone[0], alone[1], alone[3]],
                          weigher.weigh_hosts(kept, shared))
+        # Asked again, the view predicts nothing anew.
+        self.assertIs(shared.predict(kept, costmodel.CostModel())[0],
+                      shared.predict(kept, costmodel.CostModel())[0])
