@@ -129,12 +129,13 @@ class PoolOnCloudTest(testtools.TestCase):
         vm, = result['vms']
         self.assertEqual(spec.key, vm['pool'])
         self.assertIn(vm['server_id'], members)
-        # Returned after its task (reuse allows two), not replaced.
-        self.wait(lambda: self.settled(spec.key, 2), 'the member back')
-        self.assertEqual(members, set(self.idle(spec.key)))
-        state = self.store.read(spec.key)
-        self.assertEqual(1, state['members'][vm['server_id']]['tasks'])
-        self.assertEqual(1, state['stats']['tasks_served'])
+        # Returned after its task (reuse allows two), not deleted. The
+        # manager may refill during the claim and trim the surplus after,
+        # so which members stay is its choice; the count is not.
+        self.assertIn(vm['server_id'], result['cleanup'].get('returned'))
+        self.wait(lambda: self.settled(spec.key, 2), 'two warm members')
+        self.assertEqual(1, self.store.read(spec.key)['stats']
+                         ['tasks_served'])
 
     def test_launchers_racing_for_the_last_members(self):
         spec = self.make_pool(2, max_tasks=1)
