@@ -110,11 +110,12 @@ def encode(report, max_bytes=MAX_REPORT_BYTES,
     return raw
 
 
-def parse(raw, max_bytes=MAX_REPORT_BYTES,
-          max_cached_images=MAX_CACHED_IMAGES):
-    """Decode and validate one report.
+def load_json(raw, max_bytes):
+    """A report's JSON text, bounded, decoded: ``(data, size in bytes)``.
 
-    :raises InvalidReport: with the reason the report was refused.
+    Shared by every kind of report on the state bus.
+
+    :raises InvalidReport: with the reason the text was refused.
     """
     if not isinstance(raw, (bytes, bytearray, str)):
         raise InvalidReport('report is a %s, not JSON text'
@@ -125,10 +126,19 @@ def parse(raw, max_bytes=MAX_REPORT_BYTES,
         raise InvalidReport('report has %d bytes, more than the %d allowed'
                             % (len(raw), max_bytes))
     try:
-        data = json.loads(raw)
+        return json.loads(raw), len(raw)
     except (ValueError, RecursionError) as exc:
         raise InvalidReport('report is not valid JSON: %s' % exc)
-    _check(data, len(raw), max_bytes, max_cached_images)
+
+
+def parse(raw, max_bytes=MAX_REPORT_BYTES,
+          max_cached_images=MAX_CACHED_IMAGES):
+    """Decode and validate one report.
+
+    :raises InvalidReport: with the reason the report was refused.
+    """
+    data, size = load_json(raw, max_bytes)
+    _check(data, size, max_bytes, max_cached_images)
     return HostReport(
         host=data['host'],
         timestamp=float(data['timestamp']),

@@ -23,6 +23,8 @@ import dataclasses
 import json
 import re
 
+from mlaccel import hostreport
+
 MAJOR = 1
 MINOR = 0
 VERSION = '%d.%d' % (MAJOR, MINOR)
@@ -62,15 +64,7 @@ def encode(report):
 
 def parse(raw):
     """The :class:`BackendReport` in ``raw``; ValueError with the reason."""
-    if not isinstance(raw, (bytes, bytearray)):
-        raise ValueError('report is a %s, not bytes' % type(raw).__name__)
-    if len(raw) > MAX_REPORT_BYTES:
-        raise ValueError('report has %d bytes, more than the %d allowed'
-                         % (len(raw), MAX_REPORT_BYTES))
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise ValueError('report is not valid JSON: %s' % exc)
+    data, _size = hostreport.load_json(raw, MAX_REPORT_BYTES)
     if not isinstance(data, dict):
         raise ValueError('report is not a JSON object')
     match = _VERSION_RE.fullmatch(str(data.get('version', '')))
