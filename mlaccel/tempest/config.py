@@ -60,6 +60,14 @@ MlaccelGroup = [
         help='Seconds from the launch call within which a task on a warm '
              'pool member must take its first training step.'),
     cfg.StrOpt(
+        'cinder_notification_url',
+        secret=True,
+        help='oslo.messaging transport URL (rabbit://...) on which Cinder '
+             'sends its notifications ([oslo_messaging_notifications] '
+             'driver = messagingv2). When set, the mirror-volume cache tests '
+             'listen there to see what the cache did (a clone of a golden '
+             'volume, a download into one); when unset they are skipped.'),
+    cfg.StrOpt(
         'guest_command',
         default='python -m mlaccel.testing.idle_guest',
         help='Guest command the guest-process tests put in the user-data.'),

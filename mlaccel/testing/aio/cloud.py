@@ -23,7 +23,9 @@ import os
 import shutil
 import time
 
+from mlaccel.cmd import cinder_config
 from mlaccel.cmd import config as mlaccel_config
+from mlaccel import inifile
 from mlaccel.launcher import actions
 from mlaccel.testing.aio import agents
 from mlaccel.testing.aio import configs
@@ -35,6 +37,8 @@ from mlaccel.testing.aio import procs
 INFRA = ('mariadb', 'epmd', 'rabbitmq', 'redis')
 NOVA = ('nova-conductor', 'nova-scheduler')
 CINDER = ('cinder-api', 'cinder-scheduler', 'cinder-volume')
+#: The cinder backend section (file-backed volumes) the mirror wraps.
+CINDER_BACKEND = 'file'
 
 #: Seconds a service gets to stop gracefully before it is killed.
 STOP_TIMEOUT = 30.0
@@ -316,11 +320,15 @@ def wait_compute_up(lay, conn, host, since, timeout=120.0):
         time.sleep(0.5)
 
 
-def _wait_service_up(lay, conn, binary, since, deadline):
+def _wait_service_up(lay, conn, binary, since, deadline, api='compute'):
+    """Wait for ``binary`` in the service list of ``api`` (the proxy).
+
+    ``api`` is ``compute`` (Nova's services) or ``block_storage``.
+    """
     while True:
         try:
-            if any(_reported_since(svc, since)
-                   for svc in conn.compute.services(binary=binary)):
+            if any(_reported_since(svc, since) for svc in
+                   getattr(conn, api).services(binary=binary)):
                 return
         except Exception:  # nova-api may still be loading its app
             pass
@@ -399,9 +407,39 @@ def enable_mlaccel(lay):
             '--statebus-url', lay.statebus_url]
     if lay.settings.cinder:
         argv += ['--cinder-conf', lay.path('etc', 'cinder', 'cinder.conf'),
-                 '--cinder-mirror-backend', 'file']
+                 '--cinder-mirror-backend', CINDER_BACKEND]
     if mlaccel_config.main(argv):
         raise procs.ServiceError('mlaccel-config failed')
+
+
+def set_cinder_mirror(lay, enabled, conn=None):
+    """Switch the mirror-volume driver of the ``file`` backend on or off.
+
+    Edits cinder.conf as ``mlaccel-config`` does (the driver and
+    ``GoldenImageWeigher``), then restarts cinder-scheduler and
+    cinder-volume; returns once both report in. Off, volumes from images
+    take stock Cinder's path (no image-volume cache).
+    """
+    ini = inifile.IniFile(lay.path('etc', 'cinder', 'cinder.conf'))
+    if enabled:
+        cinder_config.enable_mirror(ini, [CINDER_BACKEND])
+    else:
+        cinder_config.disable_mirror(ini)
+    ini.save()
+    restart_cinder(lay, conn)
+
+
+def restart_cinder(lay, conn=None, timeout=120.0):
+    """Restart cinder-scheduler and cinder-volume; wait until both are up."""
+    conn = conn or connect(lay)
+    argv = ['--config-file', lay.path('etc', 'cinder', 'cinder.conf')]
+    since = time.time()
+    for name in CINDER[1:]:
+        procs.stop(lay, name, STOP_TIMEOUT)
+        procs.start(lay, name, [lay.bin(name), *argv])
+    deadline = time.monotonic() + timeout
+    for name in CINDER[1:]:
+        _wait_service_up(lay, conn, name, since, deadline, 'block_storage')
 
 
 def up(lay):

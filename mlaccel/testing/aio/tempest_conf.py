@@ -82,6 +82,8 @@ def write(lay):
         'validation': {'run_validation': False},
         'mlaccel': {'statebus_url': lay.statebus_url,
                     'same_host_as_computes': True,
+                    'cinder_notification_url': (lay.transport_url
+                                                if settings.cinder else ''),
                     'pool_config_file': (pools.config_file(lay)
                                          if settings.mlaccel else '')},
     })
