@@ -18,6 +18,11 @@ instance, with the report it looked up for each host it kept, and hands it
 on with :func:`share`; the LifecycleWeigher that weighs the same instance
 next takes it with :func:`view` instead of reading the request and the
 reports again. Without the filter the weigher makes its own.
+
+Reports arrive every few seconds; a burst of requests comes faster. So the
+builds this scheduler sent to a host since it first used the host's current
+report (:func:`placed_since`) count as builds in flight on top of the
+report's own.
 """
 
 import operator
@@ -39,22 +44,18 @@ class RequestView:
     :ivar policy: the flavor's :class:`~mlaccel.scheduler.extra_specs.Policy`.
     :ivar start: the :class:`~mlaccel.costmodel.StartRequest`; its
         ``image_id`` is ``None`` for a volume-backed server.
-    :ivar placed: ``None``, or ``host_state -> builds`` this request already
-        placed on the host (earlier instances of a multi-instance request),
-        which no report counts yet.
     """
 
-    __slots__ = ('spec', 'reports', 'policy', 'start', 'placed', '_hosts',
-                 '_host_reports', '_aggregated', '_predicted')
+    __slots__ = ('spec', 'reports', 'policy', 'start', '_hosts',
+                 '_host_reports', '_aggregated', '_queued', '_predicted')
 
-    def __init__(self, spec_obj, conf=None, placed=None):
+    def __init__(self, spec_obj, conf=None):
         conf = conf or mlaccel_conf.CONF
         self.spec = spec_obj
         self.reports = reader.get_cache(conf).snapshot()
         self.policy = extra_specs.policy(spec_obj)
-        self.placed = placed
         self._hosts = self._host_reports = self._aggregated = None
-        self._predicted = None
+        self._queued = self._predicted = None
         image_id = image_size = None
         image = getattr(spec_obj, 'image', None)
         if image is not None:
@@ -65,20 +66,24 @@ class RequestView:
         self.start = costmodel.StartRequest(
             image_id, image_size, self.policy.warm_start)
 
-    def remember(self, hosts, host_reports, aggregated):
+    def remember(self, hosts, host_reports, aggregated, queued):
         """Keep what one pass over ``hosts`` found.
 
         :param host_reports: the report (as its
             :class:`~mlaccel.statebus.reader.Entry`, or ``None``) of each
             host.
         :param aggregated: the positions of the hosts in an aggregate.
+        :param queued: ``{position: builds}`` of the hosts to which this
+            scheduler sent builds their reports may not count yet
+            (:func:`placed_since`).
         """
         self._hosts = hosts
         self._host_reports, self._aggregated = host_reports, aggregated
+        self._queued = queued
         self._predicted = None
 
     def reports_of(self, hosts):
-        """``(report or None of each host, positions of aggregated hosts)``.
+        """``(reports, aggregated, queued)`` of ``hosts``, as remembered.
 
         Looked up again only when ``hosts`` are not the ones remembered:
         at ten thousand hosts, every pass over them costs memory traffic.
@@ -86,14 +91,19 @@ class RequestView:
         known = self._hosts
         if known is not None and len(known) == len(hosts) and all(
                 map(operator.is_, hosts, known)):
-            return self._host_reports, self._aggregated
+            return self._host_reports, self._aggregated, self._queued
         get = self.reports.lookup()
-        reports, aggregated = [], []
+        reports, aggregated, queued = [], [], {}
         for i, host_state in enumerate(hosts):
-            reports.append(get(host_state.host))
+            report = get(host_state.host)
+            reports.append(report)
+            if report is not None:
+                placed = placed_since(report, host_state)
+                if placed:
+                    queued[i] = placed
             if host_state.aggregates:
                 aggregated.append(i)
-        return reports, aggregated
+        return reports, aggregated, queued
 
     def predict(self, hosts, model):
         """``(predicted seconds, image cached)`` of each of ``hosts``.
@@ -103,7 +113,7 @@ class RequestView:
         once for the remembered hosts; a second call returns the same lists.
         """
         known = self._predicted
-        reports, _ = self.reports_of(hosts)
+        reports, _, queued = self.reports_of(hosts)
         if known is not None and known[0] == model and \
                 reports is self._host_reports:
             return known[1], known[2]
@@ -111,19 +121,44 @@ class RequestView:
         if not self.policy.image_locality and start.image_id is not None:
             start = start._replace(image_id=None)
         local = []
-        if self.placed is None and self.reports.model == model:
-            # The terms the report cache worked out with the same options.
+        if self.reports.model == model:
+            # The terms the report cache worked out with the same options;
+            # the few hosts with builds their report does not count yet
+            # are predicted again.
             predicted = model.seconds_of(
                 [None if entry is None else entry.terms for entry in reports],
                 start, local)
+            for i, builds in queued.items():
+                predicted[i] = model.seconds(reports[i], start, builds)
         else:
             predicted = model.seconds_each(
-                reports, start,
-                None if self.placed is None
-                else [self.placed(h) for h in hosts], local)
+                reports, start, [queued.get(i, 0) for i in range(len(hosts))],
+                local)
         if reports is self._host_reports:
             self._predicted = (model, predicted, local)
         return predicted, local
+
+
+def placed_since(entry, host_state):
+    """Builds this scheduler sent to the host since it first used ``entry``.
+
+    Nova adds one to a ``HostState``'s ``num_instances`` for each instance
+    it places on the host, and keeps the count until a newer record of the
+    compute replaces it (which counts those instances too; finished builds
+    stay counted, unlike ``num_io_ops``). The count when the scheduler
+    first uses a report is the report's baseline: instances added since are
+    builds the report may not count yet, until the host's next report.
+    A count below the baseline (a record after deletions) becomes the
+    baseline. Called with the report's
+    :class:`~mlaccel.statebus.reader.Entry` from the plugins' pass over the
+    hosts; two threads setting the baseline at once set the same count.
+    """
+    count = host_state.num_instances
+    seen = entry.instances_seen
+    if seen is None or count < seen:
+        entry.instances_seen = count
+        return 0
+    return count - seen
 
 
 _shared = threading.local()

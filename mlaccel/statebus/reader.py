@@ -52,12 +52,14 @@ class Entry:
     the report worked out once: ``free``, the build slots its own limit
     leaves (infinite without a limit), and ``terms``, the report's
     :meth:`~mlaccel.costmodel.CostModel.terms` under ``model`` (``None``
-    without one).
+    without one). ``instances_seen`` is left to the scheduler plugins: the
+    host's instance count in Nova when they first used the entry
+    (:func:`mlaccel.scheduler.request.placed_since`).
     """
 
     __slots__ = ('host', 'timestamp', 'build_limit', 'builds_in_flight',
                  'cached_images', 'fetch_bandwidth', 'build_throughput',
-                 'warm_slots', 'free', 'terms', 'report')
+                 'warm_slots', 'free', 'terms', 'report', 'instances_seen')
 
     def __init__(self, host, report, model=None):
         # Fresh copies (``x + 0.0``, a new frozenset), made in one burst
@@ -75,6 +77,7 @@ class Entry:
             else float('inf')
         self.terms = None if model is None else model.terms(self)
         self.report = report
+        self.instances_seen = None
 
 
 def entries_of(reports, old=None, model=None):

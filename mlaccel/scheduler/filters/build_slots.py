@@ -43,11 +43,13 @@ class BuildSlotFilter(filters.BaseHostFilter):
     parallel parameter"), capped by ``[mlaccel_scheduler]
     max_builds_per_host`` or the aggregate metadata
     ``mlaccel_max_builds_per_host``. Builds in flight are the report's count
-    plus the instances this scheduler placed on the host earlier in the same
-    request, so a burst spreads. (Nova's ``num_io_ops`` alone would not do:
-    it keeps counting finished builds until the compute's next periodic
-    update.) A host without a fresh report passes unless
-    ``build_slot_fail_open`` is false.
+    plus the instances this scheduler placed on the host since it first
+    used that report (:func:`mlaccel.scheduler.request.placed_since`), in
+    this request or in earlier ones, so a burst spreads before the next
+    reports arrive. (Nova's ``num_io_ops`` alone would not do: it keeps
+    counting finished builds until the compute's next periodic update.) A
+    host without a fresh report passes unless ``build_slot_fail_open`` is
+    false.
 
     The limit steers, it never refuses a boot: full hosts are dropped only
     while the free slots of the others can take every instance of the
@@ -74,14 +76,14 @@ class BuildSlotFilter(filters.BaseHostFilter):
         hosts = list(filter_obj_list)
         if scheduler_utils.request_is_rebuild(spec_obj):
             return hosts
-        placed, to_place = self._placed_in_request(hosts, spec_obj)
-        view = request.RequestView(spec_obj, self.conf, placed)
+        to_place = self._to_place(spec_obj)
+        view = request.RequestView(spec_obj, self.conf)
         request.share(view)
         if not view.policy.build_slots or not hosts:
             return hosts
-        kept, reports, aggregated, slots = self._free(hosts, view)
+        kept, reports, aggregated, queued, slots = self._free(hosts, view)
         if slots >= to_place:
-            view.remember(kept, reports, aggregated)
+            view.remember(kept, reports, aggregated, queued)
             return kept
         # Nova filters each instance of a request from the hosts kept for
         # the one before: dropping a full host now would refuse the
@@ -105,22 +107,20 @@ class BuildSlotFilter(filters.BaseHostFilter):
             self._free([host_state], view)[0])
 
     def _free(self, hosts, view):
-        """``(hosts, reports, aggregated, free slots)`` of those passing.
+        """``(hosts, reports, aggregated, queued, free slots)`` passing.
 
         A host passes with a build slot left, or without a limit, or without
         a report if ``build_slot_fail_open``. ``reports`` holds each passing
-        host's report, ``aggregated`` the positions of those in an
-        aggregate (each report as its :class:`~mlaccel.statebus.reader.Entry`),
-        and the free slots are those of the passing hosts,
-        infinite if one has no limit.
+        host's report (as its :class:`~mlaccel.statebus.reader.Entry`),
+        ``aggregated`` the positions of those in an aggregate, ``queued``
+        ``{position: builds}`` of those with builds sent since their report
+        (:func:`~mlaccel.scheduler.request.placed_since`), and the free
+        slots are those of the passing hosts, infinite if one has no limit.
         """
         opts = self.conf.mlaccel_scheduler
         cap, fail_open = opts.max_builds_per_host, opts.build_slot_fail_open
-        get, placed = view.reports.lookup(), view.placed
-        # Without a cap or earlier placements, a host outside aggregates
-        # has the free slots its report's own limit leaves.
-        general = cap > 0 or placed is not None
-        kept, reports, aggregated, slots = [], [], [], 0
+        get = view.reports.lookup()
+        kept, reports, aggregated, queued, slots = [], [], [], {}, 0
         keep, keep_report = kept.append, reports.append
         for host_state in hosts:
             report = get(host_state.host)
@@ -133,7 +133,13 @@ class BuildSlotFilter(filters.BaseHostFilter):
                     keep_report(None)
                     slots = UNLIMITED
                 continue
-            if not (general or in_aggregate):
+            # request.placed_since, inlined: this loop runs for every host.
+            count, seen = host_state.num_instances, report.instances_seen
+            if seen is None or count < seen:
+                report.instances_seen = seen = count
+            if not (count > seen or cap > 0 or in_aggregate):
+                # Without a cap or builds sent since the report, a host
+                # outside aggregates has the free slots its limit leaves.
                 free = report.free
                 if free > 0:
                     keep(host_state)
@@ -148,11 +154,13 @@ class BuildSlotFilter(filters.BaseHostFilter):
                 elif cap > 0 and not 0 < limit <= cap:
                     limit = cap
                 in_flight = report.builds_in_flight
-                if placed is not None:
-                    in_flight += placed(host_state)
+                if count > seen:
+                    in_flight += count - seen
                 if limit <= 0 or in_flight < limit:
                     if in_aggregate:
                         aggregated.append(len(kept))
+                    if count > seen:
+                        queued[len(kept)] = count - seen
                     keep(host_state)
                     keep_report(report)
                     slots = UNLIMITED if limit <= 0 \
@@ -161,29 +169,16 @@ class BuildSlotFilter(filters.BaseHostFilter):
             LOG.debug('%(host)s has %(n)d builds in flight, its limit '
                       'is %(limit)d', {'host': host_state.host,
                                        'n': in_flight, 'limit': limit})
-        return kept, reports, aggregated, slots
+        return kept, reports, aggregated, queued, slots
 
-    def _placed_in_request(self, hosts, spec_obj):
-        """Return ``(placed, instances still to place)``.
-
-        ``placed`` is ``None`` or ``host_state -> instances placed there``
-        earlier in this request. Nova adds one to a host's ``num_io_ops``
-        for each instance it places there while scheduling a request; the
-        difference to the value seen at the request's first instance is
-        what this request placed.
-        """
+    def _to_place(self, spec_obj):
+        """Instances of the request still to place, this one included."""
         state = self._request
         index, state.index = getattr(state, 'index', None), None
         count = _instances(spec_obj)
-        if index is None or (index == 0 and count <= 1):
-            return None, 1
-        to_place = max(count - index, 1)
-        if index == 0:
-            state.baseline = {id(h): h.num_io_ops for h in hosts}
-            return None, to_place
-        baseline = getattr(state, 'baseline', {})
-        return (lambda h: h.num_io_ops - baseline.get(id(h), h.num_io_ops),
-                to_place)
+        if index is None or count <= 1:
+            return 1
+        return max(count - index, 1)
 
     @staticmethod
     def _capped(host_state, limit, cap):

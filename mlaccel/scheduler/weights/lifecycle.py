@@ -73,7 +73,7 @@ class LifecycleWeigher(weights.BaseHostWeigher):
         lifecycle = opts.lifecycle_weight_multiplier
         image_id = view.start.image_id if view.policy.image_locality \
             else None
-        reports, aggregated = view.reports_of(hosts)
+        reports, aggregated, _ = view.reports_of(hosts)
         predicted, local = view.predict(hosts, costmodel.CostModel(self.conf))
         # Nova's normalisation: (w - min) / (max - min), 0 if all equal.
         latest = max(predicted)

@@ -56,6 +56,20 @@ class BurstTest(base.PluginTestBase):
         self.assertEqual({h: count // len(base.HOSTS) for h in base.HOSTS},
                          dict(hosts))
 
+    def test_separate_boots_before_the_next_report_count_as_builds(self):
+        # host1 is everyone's favourite (image cached, fast builds), one
+        # build slot per host, and no report comes between the boots: the
+        # scheduler's own placements fill host1's slot.
+        for host in base.HOSTS:
+            self._publish(host, builds_in_flight=0, build_limit=self.LIMIT,
+                          build_throughput=5.0 if host == 'host1' else 0.1,
+                          cached_images=[base.WANTED] if host == 'host1'
+                          else [])
+        self._wait_for_reports()
+        hosts = collections.Counter(
+            self._boot(base.WANTED) for _ in range(len(base.HOSTS)))
+        self.assertEqual({h: 1 for h in base.HOSTS}, dict(hosts))
+
     def test_single_boots_while_every_host_is_full(self):
         self._publish_limits(in_flight=self.LIMIT)
         for _ in range(len(base.HOSTS)):

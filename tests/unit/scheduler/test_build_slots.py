@@ -48,7 +48,8 @@ class TestBuildSlotFilter(base.PluginTestCase):
         """
         self.publish(*[self.report(h, builds_in_flight=in_flight,
                                    build_limit=limit) for h in ('h1', 'h2')])
-        hosts = [base.host('h1', num_io_ops=5), base.host('h2', num_io_ops=5)]
+        hosts = [base.host('h1', num_instances=5),
+                 base.host('h2', num_instances=5)]
         spec = base.request_spec()
         spec.num_instances = count
         handler = nova_filters.HostFilterHandler()
@@ -58,6 +59,7 @@ class TestBuildSlotFilter(base.PluginTestCase):
                                                  index)
             passed_each.append([h.host for h in hosts])
             # What HostState.consume_from_request does for a build.
+            hosts[0].num_instances += 1
             hosts[0].num_io_ops += 1
         return passed_each, spec
 
@@ -71,6 +73,35 @@ class TestBuildSlotFilter(base.PluginTestCase):
                          nova_filters.HostFilterHandler().get_filtered_objects(
                              [self.filter], [base.host('h1'),
                                              base.host('h2')], spec, 0)])
+
+    def test_separate_requests_count_builds_sent_since_the_report(self):
+        # One slot each, no report between the requests: the scheduler's
+        # own placement fills h1's slot until h1 reports again.
+        h1 = self.bus.publisher('h1')
+        h1.publish(self.report('h1', build_limit=1))
+        self.publish(self.report('h2', build_limit=1))
+        hosts = [base.host('h1', num_instances=3),
+                 base.host('h2', num_instances=3)]
+        self.assertEqual(['h1', 'h2'], self.passing(hosts))
+        hosts[0].num_instances += 1  # consume_from_request placed one
+        self.assertEqual(['h2'], self.passing(hosts))
+        hosts[1].num_instances += 1
+        # Every host full: all stay, a boot never fails.
+        self.assertEqual(['h1', 'h2'], self.passing(hosts))
+        # h1's next report counts its build; the baseline starts again.
+        h1.publish(self.report('h1', builds_in_flight=0, build_limit=1))
+        self.cache.refresh()
+        self.assertEqual(['h1'], self.passing(hosts))
+
+    def test_a_newer_compute_record_with_fewer_instances_is_the_baseline(self):
+        self.publish(self.report('h1', build_limit=1),
+                     self.report('h2', build_limit=1))
+        hosts = [base.host('h1', num_instances=3), base.host('h2')]
+        self.assertEqual(['h1', 'h2'], self.passing(hosts))
+        hosts[0].num_instances = 1  # two instances deleted meanwhile
+        self.assertEqual(['h1', 'h2'], self.passing(hosts))
+        hosts[0].num_instances = 2  # one placed since: h1 is full
+        self.assertEqual(['h2'], self.passing(hosts))
 
     def test_a_burst_beyond_the_free_slots_keeps_every_host(self):
         # Two free slots for three instances: dropping the first full host
@@ -192,9 +223,10 @@ class TestBuildSlotFilter(base.PluginTestCase):
                                       spec)
         view = request.view(spec)
         self.assertIs(spec, view.spec)
-        reports, aggregated = view.reports_of(kept)
+        reports, aggregated, queued = view.reports_of(kept)
         self.assertEqual(['h1'], [r.host for r in reports])
         self.assertEqual([], aggregated)
+        self.assertEqual({}, queued)
         # Handed out once; another spec never gets it.
         self.assertIsNot(view, request.view(spec))
         self.filter.filter_all(kept, spec)
