@@ -1,9 +1,10 @@
 #!/bin/bash
 # shellcheck shell=bash
 # devstack plugin of mlaccel: enables its Nova scheduler filter and weighers
-# and its state bus, runs mlaccel-agent beside every nova-compute, prepares
-# the task daemon for guest images and configures tempest for the mlaccel
-# tempest plugin.
+# and its state bus, wraps cinder's backends in its mirror-volume driver
+# (with its Cinder weigher), runs mlaccel-agent beside every nova-compute,
+# prepares the task daemon for guest images and configures tempest for the
+# mlaccel tempest plugin.
 
 # Save trace setting
 _XTRACE_MLACCEL=$(set +o | grep xtrace)
@@ -69,8 +70,38 @@ function configure_mlaccel {
     fi
     if is_service_enabled c-vol; then
         args+=(--cinder-conf "$CINDER_CONF")
+        local section
+        for section in $(_mlaccel_cinder_mirror_backends); do
+            args+=(--cinder-mirror-backend "$section")
+        done
     fi
     "$(_mlaccel_bin mlaccel-config)" "${args[@]}"
+}
+
+# The cinder backend sections the mirror-volume driver wraps: those named
+# in MLACCEL_CINDER_MIRROR_BACKENDS, by default every enabled backend; none
+# unless MLACCEL_CINDER_MIRROR is True.
+function _mlaccel_cinder_mirror_backends {
+    if [[ $MLACCEL_CINDER_MIRROR != "True" ]]; then
+        return
+    fi
+    local backends=$MLACCEL_CINDER_MIRROR_BACKENDS
+    if [[ -z $backends ]]; then
+        backends=$(iniget "$CINDER_CONF" DEFAULT enabled_backends)
+    fi
+    echo "${backends//,/ }"
+}
+
+# The mirror-volume tests listen to Cinder's notifications where Cinder
+# sends them.
+function configure_tempest_mlaccel_cinder {
+    if [[ -z $(_mlaccel_cinder_mirror_backends) ]]; then
+        return
+    fi
+    local url
+    url=$(iniget "$CINDER_CONF" oslo_messaging_notifications transport_url)
+    url=${url:-$(iniget "$CINDER_CONF" DEFAULT transport_url)}
+    iniset "$TEMPEST_CONFIG" mlaccel cinder_notification_url "$url"
 }
 
 # mlaccel-agent reads nova-compute's own configuration for its host name,
@@ -154,6 +185,9 @@ if is_service_enabled mlaccel; then
         if is_service_enabled tempest; then
             echo_summary "Configuring tempest for mlaccel"
             configure_tempest_mlaccel
+            if is_service_enabled c-vol; then
+                configure_tempest_mlaccel_cinder
+            fi
         fi
     fi
 

@@ -20,6 +20,7 @@ cloud (written by the harness, without mlaccel), and Nova's own filter and
 weigher loaders reading the result.
 """
 
+import json
 import os
 import pwd
 import shutil
@@ -32,6 +33,7 @@ import fixtures
 from oslo_config import cfg
 import testtools
 
+from mlaccel.cmd import cinder_config
 from mlaccel.cmd import config as mlaccel_config
 from mlaccel import inifile
 from mlaccel.statebus import keys
@@ -85,9 +87,10 @@ class DevstackPluginPhasesTest(testtools.TestCase):
             ini.save()
 
     def phase(self, *args, services='n-api,n-sch,n-cpu,c-vol,tempest',
-              status=0):
+              status=0, **settings):
         env = dict(
-            os.environ, SHIM_CALLS=self.calls, SHIM_PYTHON=sys.executable,
+            os.environ, **settings,
+            SHIM_CALLS=self.calls, SHIM_PYTHON=sys.executable,
             MLACCEL_BIN_DIR=os.path.dirname(sys.executable),
             ENABLED_SERVICES=services,
             DEST=self.tmp, DATA_DIR=os.path.join(self.tmp, 'data'),
@@ -263,6 +266,76 @@ class DevstackPluginPhasesTest(testtools.TestCase):
                          .get_matching_classes(opts.weight_classes)}
         self.assertIn('LifecycleWeigher', weigher_names)
         self.assertIn('RAMWeigher', weigher_names)
+
+    def cinder_loads(self):
+        """Cinder's own loaders on the edited file, in a process of theirs.
+
+        Cinder's options and Nova's cannot share one process. Returns the
+        driver class cinder-volume would load for the ``file`` backend, the
+        one it wraps, and of the weighers cinder-scheduler is told to use,
+        those it finds, and all.
+        """
+        code = (
+            'import json, sys\n'
+            'from oslo_config import cfg\n'
+            'from cinder.common import config  # noqa\n'
+            'from cinder import objects\n'
+            'objects.register_all()\n'
+            'from cinder.volume import configuration\n'
+            'from cinder.volume import manager\n'
+            'from cinder.scheduler import host_manager  # noqa\n'
+            'from cinder.scheduler import weights\n'
+            'from mlaccel.cinder import driver\n'
+            'cfg.CONF(["--config-file", sys.argv[1]], project="cinder")\n'
+            'conf = configuration.Configuration(\n'
+            '    manager.volume_backend_opts, config_group="file")\n'
+            'names = cfg.CONF.scheduler_default_weighers\n'
+            'found = {c.__name__ for c in weights.OrderedHostWeightHandler(\n'
+            '    "cinder.scheduler.weights").get_all_classes()}\n'
+            'print(json.dumps([conf.volume_driver,\n'
+            '    driver.backend_class(conf).__name__,\n'
+            '    [n for n in names if n in found], names]))\n')
+        proc = subprocess.run([sys.executable, '-c', code, self.cinder_conf],
+                              capture_output=True, text=True)
+        self.assertEqual(0, proc.returncode, proc.stderr[-1500:])
+        return json.loads(proc.stdout.splitlines()[-1])
+
+    def test_cinder_mirror_backends(self):
+        self.phase('stack', 'post-config')
+        volume_driver, wrapped, found, weighers = self.cinder_loads()
+        self.assertEqual(cinder_config.MIRROR, volume_driver)
+        self.assertEqual('FileVolumeDriver', wrapped)
+        self.assertEqual(['CapacityWeigher', 'GoldenImageWeigher'], weighers)
+        self.assertEqual(weighers, found)
+        before = self.read(self.cinder_conf)
+        self.phase('stack', 'post-config')
+        self.assertEqual(before, self.read(self.cinder_conf))
+
+        self.phase('stack', 'test-config')
+        self.assertEqual(
+            [self.lay.transport_url],
+            inifile.IniFile(self.tempest_conf).get(
+                'mlaccel', 'cinder_notification_url'))
+
+    def test_cinder_mirror_off(self):
+        before = inifile.IniFile(self.cinder_conf).get('file',
+                                                       'volume_driver')
+        self.phase('stack', 'post-config', MLACCEL_CINDER_MIRROR='False')
+        self.phase('stack', 'test-config', MLACCEL_CINDER_MIRROR='False')
+        cinder = inifile.IniFile(self.cinder_conf)
+        self.assertEqual(before, cinder.get('file', 'volume_driver'))
+        self.assertIsNone(cinder.get('DEFAULT',
+                                     'scheduler_default_weighers'))
+        self.assertIsNone(inifile.IniFile(self.tempest_conf).get(
+            'mlaccel', 'cinder_notification_url'))
+
+    def test_cinder_mirror_of_a_section_without_a_driver(self):
+        before = [self.read(p) for p in (self.nova_conf, self.cinder_conf)]
+        proc = self.phase('stack', 'post-config', status=2,
+                          MLACCEL_CINDER_MIRROR_BACKENDS='file,lvm-1')
+        self.assertIn('[lvm-1] has no volume_driver', proc.stderr)
+        self.assertEqual(before, [self.read(p) for p in (
+            self.nova_conf, self.cinder_conf)])
 
 
 class ShellcheckTest(testtools.TestCase):
