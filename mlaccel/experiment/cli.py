@@ -51,6 +51,7 @@ from mlaccel.experiment import workload as workload_mod
 
 #: Runner name -> ``module:class`` of a :class:`runner_mod.Runner`.
 RUNNERS = {
+    'aio': 'mlaccel.experiment.aiorunner:AioRunner',
     'sim': 'mlaccel.experiment.simulator:SimulatedRunner',
 }
 

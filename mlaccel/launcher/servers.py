@@ -35,18 +35,38 @@ TAG_KEY = 'mlaccel_launch'
 GONE = ('DELETED', 'SOFT_DELETED')
 
 
+def boot_volume(image_id, size_gb):
+    """The block device mapping of a server booting from a new volume.
+
+    Cinder makes a ``size_gb`` GiB volume from the image; Nova boots from
+    it and deletes it with the server.
+    """
+    if isinstance(size_gb, bool) or not isinstance(size_gb, int) \
+            or size_gb < 1:
+        raise ValueError('a boot volume needs a size of at least 1 GiB, '
+                         'got %r' % (size_gb,))
+    return [{'boot_index': 0, 'uuid': image_id, 'source_type': 'image',
+             'destination_type': 'volume', 'volume_size': size_gb,
+             'delete_on_termination': True}]
+
+
 class ServerSet:
     """Servers of one launch, tracked thread-safely.
 
     :param conn: an ``openstack.connection.Connection``.
     :param launch_id: the launch's unique id (letters, digits, ``-``).
     :param name_prefix: first part of every server's name.
+    :param boot_volume_gb: boot every server from a new volume of this
+        many GiB made from the image (deleted with the server); ``None``:
+        image-backed servers.
     """
 
-    def __init__(self, conn, launch_id, name_prefix='mlaccel'):
+    def __init__(self, conn, launch_id, name_prefix='mlaccel',
+                 boot_volume_gb=None):
         self.conn = conn
         self.launch_id = launch_id
         self.name_prefix = name_prefix
+        self.boot_volume_gb = boot_volume_gb
         self._ids = {}
         self._lock = threading.Lock()
 
@@ -69,6 +89,10 @@ class ServerSet:
         attrs = {'name': self.name(index), 'image_id': image_id,
                  'flavor_id': flavor_id, 'networks': networks,
                  'metadata': dict(metadata or {}, **{TAG_KEY: self.launch_id})}
+        if self.boot_volume_gb:
+            del attrs['image_id']
+            attrs['block_device_mapping'] = boot_volume(image_id,
+                                                        self.boot_volume_gb)
         if user_data is not None:
             if isinstance(user_data, str):
                 user_data = user_data.encode()

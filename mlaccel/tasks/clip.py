@@ -30,6 +30,7 @@ that configuration and launcher code can read :data:`PRELOAD` cheaply.
 import argparse
 import json
 import sys
+import time
 
 #: What mlaccel-taskd preloads for a warm start of this task: torch, the
 #: torch._dynamo that the first optimizer step imports lazily (half of a
@@ -69,17 +70,56 @@ def parse_args(argv):
     parser.add_argument('--threads', type=int, default=1,
                         help='torch thread count; the model is too small '
                              'to gain from more than one (default: 1)')
+    parser.add_argument('--print-times', action='store_true',
+                        help='print "%s <event> <UNIX time>" lines as the '
+                             'process starts, the training loop takes its '
+                             'first step and the task ends, for a client '
+                             'that reads them from the console'
+                             % TIMES_PREFIX)
     return parser.parse_args(argv)
+
+
+#: Start of the lines ``--print-times`` prints: ``<prefix> started|
+#: first_step|finished <UNIX time>``.
+TIMES_PREFIX = 'MLACCEL_TASK_TIME'
+
+
+def print_time(event, when):
+    print('%s %s %.6f' % (TIMES_PREFIX, event, when), flush=True)
+
+
+def read_times(text):
+    """``{event: UNIX time}`` of the ``--print-times`` lines in ``text``.
+
+    The first line of each event counts; other lines are ignored.
+    """
+    times = {}
+    for line in (text or '').splitlines():
+        words = line.split()
+        if len(words) == 3 and words[0] == TIMES_PREFIX:
+            try:
+                times.setdefault(words[1], float(words[2]))
+            except ValueError:
+                continue
+    return times
 
 
 def cli(argv=None):
     """Run cold; print the result as one JSON line."""
+    started = time.time()
     opts = parse_args(sys.argv[1:] if argv is None else argv)
+    if opts.print_times:
+        import mlaccel.tasks
+        print_time('started', started)
+        mlaccel.tasks.bind_reporter(
+            lambda event: print_time(event['event'], event['at']))
     import torch
     torch.set_num_threads(opts.threads)
     result = main({'steps': opts.steps, 'seed': opts.seed,
                    'batch_size': opts.batch_size, 'lr': opts.lr})
-    print(json.dumps(result))
+    print(json.dumps(result), flush=True)
+    if opts.print_times:
+        print_time('finished', time.time())
     return 0
 
 

@@ -114,7 +114,7 @@ class TestBadWorkloadFiles(testcase.TestCase):
 
     def test_more_burst_tasks_than_tasks(self):
         message = self._error(self._shape(
-            tasks={'count': 2, 'vms': {'min': 1, 'max': 1}}))
+            tasks={'count': 1, 'vms': {'min': 1, 'max': 1}}))
         self.assertIn('bursts', message)
 
     def test_duplicate_image_names(self):

@@ -1,0 +1,139 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The all-in-one runner's parts that need no cloud: the stock task's
+user-data and console times, boot volumes, pool bounds, the log costs."""
+
+import base64
+import os
+import subprocess
+import sys
+
+import fixtures
+
+from mlaccel.experiment import aiocosts
+from mlaccel.experiment import aiorunner
+from mlaccel.experiment import arms
+from mlaccel.experiment import coldlaunch
+from mlaccel.experiment import workload as wl
+from mlaccel.launcher import servers
+from mlaccel.tasks import clip
+from mlaccel.testing.aio import layout as aio_layout
+from mlaccel.testing.aio import procs
+from mlaccel.testing import cloudinit
+from tests import testcase
+
+IMAGE = '0f1e2d3c-4b5a-4968-8776-655443322110'
+VOLUME = '11111111-2222-4333-8444-555555555555'
+
+
+class ColdTaskTest(testcase.TestCase):
+
+    def test_user_data_starts_the_task_on_the_test_driver(self):
+        root = self.useFixture(fixtures.TempDir()).path
+        text = coldlaunch.user_data(7, 3)
+        guest = cloudinit.guest(base64.b64encode(text.encode()).decode(),
+                                ['mlaccel-taskd', 'python -m mlaccel.'],
+                                root)
+        self.assertIsNotNone(guest)
+        self.assertEqual(['-m', 'mlaccel.tasks.clip', '--steps', '7',
+                          '--seed', '3', '--threads', '1',
+                          '--print-times'], guest.argv[1:])
+
+    def test_read_times_first_of_each_event(self):
+        text = ('noise\n%s started 10.5\n%s first_step 12.25\n'
+                '%s first_step 99\n%s finished nan-ish\n'
+                '%s finished 20\n' % ((clip.TIMES_PREFIX,) * 5))
+        self.assertEqual({'started': 10.5, 'first_step': 12.25,
+                          'finished': 20.0}, clip.read_times(text))
+        self.assertEqual({}, clip.read_times(None))
+
+    def test_cli_prints_its_times_in_order(self):
+        out = subprocess.run(
+            [sys.executable, '-m', 'mlaccel.tasks.clip', '--steps', '2',
+             '--print-times'], capture_output=True, text=True, check=True,
+            timeout=300).stdout
+        times = clip.read_times(out)
+        self.assertEqual({'started', 'first_step', 'finished'}, set(times))
+        self.assertLessEqual(times['started'], times['first_step'])
+        self.assertLessEqual(times['first_step'], times['finished'])
+
+
+class BootVolumeTest(testcase.TestCase):
+
+    def test_mapping(self):
+        bdm, = servers.boot_volume(IMAGE, 2)
+        self.assertEqual({'boot_index': 0, 'uuid': IMAGE,
+                          'source_type': 'image',
+                          'destination_type': 'volume', 'volume_size': 2,
+                          'delete_on_termination': True}, bdm)
+
+    def test_bad_size(self):
+        for size in (0, -1, 1.5, True, None):
+            self.assertRaises(ValueError, servers.boot_volume, IMAGE, size)
+
+    def test_volume_gb_rounds_up(self):
+        self.assertEqual(1, aiorunner.volume_gb(256 << 20))
+        self.assertEqual(1, aiorunner.volume_gb(1 << 30))
+        self.assertEqual(2, aiorunner.volume_gb((1 << 30) + 1))
+
+
+class ArmPathTest(testcase.TestCase):
+
+    def test_launcher_path(self):
+        self.assertFalse(aiorunner.launcher_path(arms.STOCK))
+        self.assertTrue(aiorunner.launcher_path(arms.MLACCEL))
+        self.assertTrue(aiorunner.launcher_path(arms.only(arms.POOL)))
+        self.assertFalse(aiorunner.launcher_path(arms.only(arms.MIRROR)))
+        self.assertTrue(aiorunner.launcher_path(arms.without(arms.TASKD)))
+
+    def test_pool_bounds(self):
+        made = wl.Workload({}, 1, (wl.Image('a', 1), wl.Image('b', 1)), (
+            wl.Task(0, 0.0, 'a', 2, wl.IMAGE, 5),
+            wl.Task(1, 1.0, 'a', 3, wl.VOLUME, 5)))
+        self.assertEqual((3, 5), aiorunner.pool_bounds(made, 'a'))
+        self.assertEqual((0, 0), aiorunner.pool_bounds(made, 'b'))
+
+
+class LogCostsTest(testcase.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        base = self.useFixture(fixtures.TempDir()).path
+        self.lay = aio_layout.Layout(base, aio_layout.Settings(computes=2))
+        os.makedirs(self.lay.log)
+
+    def log(self, name, text):
+        with open(procs.log_path(self.lay, name), 'a') as f:
+            f.write(text)
+
+    def test_only_lines_after_the_mark_count(self):
+        self.log('nova-compute-aio1', 'INFO Fetched image %s (100 bytes) '
+                 'into the image cache in 0.10 s\n' % IMAGE)
+        mark = aiocosts.LogMark(self.lay)
+        self.log('nova-compute-aio1', 'INFO Fetched image %s (300 bytes) '
+                 'into the image cache in 0.10 s\n' % IMAGE)
+        self.log('mlaccel-agent-aio2', 'INFO Pre-fetched image %s: 200 '
+                 'bytes in 0.1 s\n' % IMAGE)
+        self.log('cinder-volume', "INFO Volume %s from image %s takes "
+                 "Cinder's normal path: full\n" % (VOLUME, IMAGE))
+        self.assertEqual(sorted([('aio1', IMAGE, 300), ('aio2', IMAGE, 200)]),
+                         sorted(mark.fetches()))
+        self.assertEqual({('aio1', IMAGE)}, mark.fetched_by_compute())
+        self.assertEqual({VOLUME}, mark.degraded_volumes())
+
+    def test_a_replaced_log_is_read_from_its_start(self):
+        self.log('nova-compute-aio2', 'x' * 1000)
+        mark = aiocosts.LogMark(self.lay)
+        os.unlink(procs.log_path(self.lay, 'nova-compute-aio2'))
+        self.log('nova-compute-aio2', 'Fetched image %s (5 bytes)\n' % IMAGE)
+        self.assertEqual([('aio2', IMAGE, 5)], mark.fetches())
