@@ -14,9 +14,10 @@
 
 The prediction covers the stages mlaccel shortens, from the moment a host
 is chosen: *creation* (image transfer unless cached, then the build, queued
-behind the builds already in flight) and *buffering* (warm task-daemon fork
-or cold process start). Every figure comes from the host's report where it
-measured one, and from ``[mlaccel_costmodel]`` defaults where it did not.
+behind the builds already in flight) and *buffering* (a cold process start:
+no report says where a warm task-daemon slot waits). Every figure comes
+from the host's report where it measured one, and from
+``[mlaccel_costmodel]`` defaults where it did not.
 """
 
 import collections
@@ -34,7 +35,16 @@ StartRequest = collections.namedtuple(
     'StartRequest', ['image_id', 'image_size', 'warm_start'])
 StartRequest.__doc__ = ('What a VM start needs: its image (id and size in '
                         'bytes, None if unknown) and whether the task can use '
-                        'a warm task-daemon slot.')
+                        'a warm task-daemon slot (the flavor\'s wish; no '
+                        'report says where one is free, so every host is '
+                        'predicted a cold start).')
+
+Terms = collections.namedtuple(
+    'Terms', ['cached_images', 'per_byte', 'fixed'])
+Terms.__doc__ = ('What a prediction needs of a host\'s report: the image '
+                 'ids it caches, its transfer seconds per byte, and the '
+                 'seconds that do not depend on the image (build and '
+                 'buffering).')
 
 
 class CostModel:
@@ -51,25 +61,21 @@ class CostModel:
         self.image_size = opts.default_image_size
         self.build_seconds = opts.default_build_seconds
         self.cold_start = opts.cold_start_seconds
-        self.warm_start = opts.warm_start_seconds
 
     @property
     def params(self):
         """The option values the predictions depend on."""
         return (self.fetch_bandwidth, self.image_size, self.build_seconds,
-                self.cold_start, self.warm_start)
+                self.cold_start)
 
     def __eq__(self, other):
         return isinstance(other, CostModel) and self.params == other.params
 
     __hash__ = None
 
-    def terms(self, report, queued=0):
-        """What :meth:`seconds_of` needs of a host's report.
+    def build(self, report, queued=0):
+        """Predicted seconds until a new build on the host completes.
 
-        ``(cached image ids, fetch bandwidth, build seconds, buffering
-        seconds of a warm-start request)``: whatever does not depend on the
-        request, so that the report cache can work it out once per report.
         ``queued`` is as for :meth:`predict`.
         """
         ahead = report.builds_in_flight + queued
@@ -78,15 +84,20 @@ class CostModel:
             # rate, ours completes after (N + 1) / rate; with a free slot,
             # after one build's time (limit / rate, the rate being the
             # limit's slots at work).
-            build = max(ahead + 1, report.build_limit) \
+            return max(ahead + 1, report.build_limit) \
                 / report.build_throughput
-        else:
-            build = self.build_seconds * (
-                1 + ahead // max(report.build_limit, 1))
-        return (report.cached_images,
-                report.fetch_bandwidth or self.fetch_bandwidth, build,
-                self.warm_start if report.warm_slots > 0
-                else self.cold_start)
+        return self.build_seconds * (1 + ahead // max(report.build_limit, 1))
+
+    def terms(self, report, queued=0):
+        """The :class:`Terms` of a host's report.
+
+        Whatever does not depend on the request, so that the report cache
+        can work it out once per report. ``queued`` is as for
+        :meth:`predict`.
+        """
+        return Terms(report.cached_images,
+                     1.0 / (report.fetch_bandwidth or self.fetch_bandwidth),
+                     self.build(report, queued) + self.cold_start)
 
     def predict(self, report, request, queued=0):
         """Return the :class:`Prediction` for ``request`` on a host.
@@ -103,14 +114,17 @@ class CostModel:
         if report is None:
             return Prediction(size / self.fetch_bandwidth,
                               self.build_seconds, self.cold_start)
-        images, bandwidth, build, warm = self.terms(report, queued)
+        bandwidth = report.fetch_bandwidth or self.fetch_bandwidth
         return Prediction(
-            0.0 if request.image_id in images else size / bandwidth, build,
-            warm if request.warm_start else self.cold_start)
+            0.0 if request.image_id in report.cached_images
+            else size * (1.0 / bandwidth),
+            self.build(report, queued), self.cold_start)
 
     def seconds(self, report, request, queued=0):
-        """The total of :meth:`predict`."""
-        return self.predict(report, request, queued).total
+        """The total of :meth:`predict`, as :meth:`seconds_each` adds it."""
+        return self.seconds_of(
+            [None if report is None else self.terms(report, queued)],
+            request)[0]
 
     def seconds_each(self, reports, request, queued=None, cached=None):
         """:meth:`seconds` for many hosts in one pass.
@@ -127,30 +141,32 @@ class CostModel:
                                       queued or itertools.repeat(0))],
             request, cached)
 
-    def seconds_of(self, host_terms, request, cached=None):
+    def seconds_of(self, host_terms, request, cached=None, holders=None):
         """:meth:`seconds_each` from each host's :meth:`terms` (or ``None``).
 
-        The scheduler's inner loop: a few operations per host.
+        The scheduler's inner loop. ``host_terms`` may hold anything with
+        the attributes of :class:`Terms` (the report cache's entries do).
+        ``holders``, if given, is the collection of those items that hold
+        the image, looked up by identity instead of each item's own
+        ``cached_images``: one small set stays in the CPU caches where ten
+        thousand would not.
         """
         size = self._size(request)
         image_id = request.image_id
-        cold = self.cold_start
-        warm_wanted = request.warm_start
-        unreported = size / self.fetch_bandwidth + self.build_seconds + cold
-        out = []
-        append = out.append
-        hit = False
-        for terms in host_terms:
-            if terms is None:
-                append(unreported)
-                hit = False
-            else:
-                images, bandwidth, build, warm = terms
-                hit = image_id in images
-                append((0.0 if hit else size / bandwidth) + build
-                       + (warm if warm_wanted else cold))
-            if cached is not None:
-                cached.append(hit)
+        unreported = size / self.fetch_bandwidth + self.build_seconds \
+            + self.cold_start
+        if image_id is None:
+            hits = [False] * len(host_terms)
+        elif holders is not None:
+            hits = [t in holders for t in host_terms]
+        else:
+            hits = [t is not None and image_id in t.cached_images
+                    for t in host_terms]
+        out = [unreported if t is None
+               else t.fixed if hit else t.fixed + size * t.per_byte
+               for t, hit in zip(host_terms, hits)]
+        if cached is not None:
+            cached.extend(hits)
         return out
 
     def _size(self, request):

@@ -14,9 +14,19 @@
 
 A report is a small JSON document with a ``version`` of the form
 ``MAJOR.MINOR``. Readers accept any minor version of the major they know
-(new minor versions only add fields, which are ignored) and reject a newer
-major. :func:`decode` never raises: a malformed, oversized or future-version
+and reject another major. A new minor version only adds fields (readers of
+an older minor ignore them) or drops optional ones whose absence every
+reader already reads as their default; anything else takes a new major.
+So during an upgrade agents and schedulers of both minors mix freely.
+:func:`decode` never raises: a malformed, oversized or future-version
 report is logged with the reason and yields ``None``.
+
+Versions:
+
+* 1.0: the first.
+* 1.1: ``warm_slots`` dropped (it never had a producer: warm task daemons
+  are handed out without the scheduler). A 1.0 reader reads its absence as
+  0, as it read every report; a 1.1 reader ignores it in a 1.0 report.
 """
 
 import dataclasses
@@ -29,7 +39,7 @@ from oslo_log import log as logging
 LOG = logging.getLogger(__name__)
 
 MAJOR = 1
-MINOR = 0
+MINOR = 1
 VERSION = '%d.%d' % (MAJOR, MINOR)
 
 #: Defaults of the size bounds; the state bus passes its configured ones.
@@ -46,7 +56,6 @@ _NUMBERS = {
     'builds_in_flight': ((int,), 0, 2 ** 31),
     'build_throughput': ((int, float), 0, 1e15),
     'build_limit': ((int,), 0, 2 ** 31),
-    'warm_slots': ((int,), 0, 2 ** 31),
 }
 _VERSION_RE = re.compile(r'([0-9]{1,4})\.([0-9]{1,4})')
 _MAX_NAME = 255
@@ -71,7 +80,6 @@ class HostReport:
         the current load (0: not measured yet).
     :param build_limit: the node's adaptive limit of concurrent builds
         (0: no limit known).
-    :param warm_slots: idle warm task-daemon slots the node can hand out.
     :param agent_version: version of the agent that wrote the report.
     """
 
@@ -83,7 +91,6 @@ class HostReport:
     builds_in_flight: int = 0
     build_throughput: float = 0.0
     build_limit: int = 0
-    warm_slots: int = 0
     agent_version: str = ''
 
     def age(self, now=None):
@@ -148,7 +155,6 @@ def parse(raw, max_bytes=MAX_REPORT_BYTES,
         builds_in_flight=data.get('builds_in_flight', 0),
         build_throughput=float(data.get('build_throughput', 0.0)),
         build_limit=data.get('build_limit', 0),
-        warm_slots=data.get('warm_slots', 0),
         agent_version=data.get('agent_version', ''),
     )
 

@@ -23,8 +23,6 @@ Every field has a producer here:
 ``builds_in_flight``  ``instance.create.start`` without an end yet
 ``build_throughput``  the limit over the median build time in a window
 ``build_limit``    the adaptive limiter fed with build durations
-``warm_slots``     0: no producer (warm pool members are claimed without
-                   scheduling); to be dropped from the schema
 =================  ==========================================================
 
 :class:`Reporter` publishes at once when a field other than the timestamp

@@ -144,8 +144,7 @@ def report_fields(hosts, images, rng):
                  fetch_bandwidth=rng.uniform(50e6, 500e6),
                  builds_in_flight=rng.randint(0, 4),
                  build_throughput=rng.uniform(0.05, 2.0),
-                 build_limit=rng.randint(6, 16),
-                 warm_slots=rng.randint(0, 2))
+                 build_limit=rng.randint(6, 16))
             for h in hosts]
 
 

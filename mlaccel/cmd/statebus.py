@@ -79,13 +79,12 @@ def _show(conf, args):
     if args.json:
         print(json.dumps([r.to_dict() for r in reports], indent=2))
         return 0
-    print('%-24s %8s %6s %8s %6s %6s %10s' % (
-        'host', 'age s', 'fresh', 'images', 'builds', 'limit', 'warm'))
+    print('%-24s %8s %6s %8s %6s %6s' % (
+        'host', 'age s', 'fresh', 'images', 'builds', 'limit'))
     for r in reports:
-        print('%-24s %8.1f %6s %8d %6d %6d %10d' % (
+        print('%-24s %8.1f %6s %8d %6d %6d' % (
             r.host, r.age(snapshot.now), snapshot.get(r.host) is not None,
-            len(r.cached_images), r.builds_in_flight, r.build_limit,
-            r.warm_slots))
+            len(r.cached_images), r.builds_in_flight, r.build_limit))
     return 0
 
 

@@ -41,7 +41,8 @@ OPTS = [
         help='Multiplier of the LifecycleWeigher\'s predicted-start term, '
              'which prefers the host with the fewest predicted seconds until '
              'the task starts (image transfer, builds queued ahead including '
-             'those of the same request, warm or cold start). '
+             'those this scheduler sent since the host\'s last report, '
+             'process start). '
              'Per aggregate: metadata key '
              '"mlaccel_lifecycle_weight_multiplier".'),
     cfg.BoolOpt(

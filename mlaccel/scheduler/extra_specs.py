@@ -47,8 +47,11 @@ EXTRA_SPEC_VALIDATORS = [
     base.ExtraSpecValidator(
         name=WARM_START,
         description=(
-            'Whether the task can start in a warm mlaccel task-daemon slot, '
-            'so that hosts offering one are preferred. Defaults to true.'),
+            'Whether the task can start in a warm mlaccel task-daemon slot. '
+            'Host reports no longer say where one waits (warm pools hand '
+            'theirs out without the scheduler), so it changes no placement '
+            'today; accepted so that existing flavors stay valid. Defaults '
+            'to true.'),
         value={'type': bool},
     ),
 ]

@@ -122,12 +122,12 @@ class RequestView:
             start = start._replace(image_id=None)
         local = []
         if self.reports.model == model:
-            # The terms the report cache worked out with the same options;
-            # the few hosts with builds their report does not count yet
-            # are predicted again.
+            # The terms the report cache worked out with the same options,
+            # and its index of the hosts caching each image; the few hosts
+            # with builds their report does not count yet are predicted
+            # again.
             predicted = model.seconds_of(
-                [None if entry is None else entry.terms for entry in reports],
-                start, local)
+                reports, start, local, self.reports.holders(start.image_id))
             for i, builds in queued.items():
                 predicted[i] = model.seconds(reports[i], start, builds)
         else:

@@ -50,16 +50,17 @@ class Entry:
     Attributes are those of the :class:`~mlaccel.hostreport.HostReport`
     (``report``) that the cost model reads, plus what a request needs of
     the report worked out once: ``free``, the build slots its own limit
-    leaves (infinite without a limit), and ``terms``, the report's
-    :meth:`~mlaccel.costmodel.CostModel.terms` under ``model`` (``None``
-    without one). ``instances_seen`` is left to the scheduler plugins: the
-    host's instance count in Nova when they first used the entry
+    leaves (infinite without a limit), and ``per_byte`` and ``fixed``, the
+    report's :class:`~mlaccel.costmodel.Terms` under ``model`` (``None``
+    without one), flat on the entry so that a request reads one object per
+    host. ``instances_seen`` is left to the scheduler plugins: the host's
+    instance count in Nova when they first used the entry
     (:func:`mlaccel.scheduler.request.placed_since`).
     """
 
     __slots__ = ('host', 'timestamp', 'build_limit', 'builds_in_flight',
                  'cached_images', 'fetch_bandwidth', 'build_throughput',
-                 'warm_slots', 'free', 'terms', 'report', 'instances_seen')
+                 'free', 'per_byte', 'fixed', 'report', 'instances_seen')
 
     def __init__(self, host, report, model=None):
         # Fresh copies (``x + 0.0``, a new frozenset), made in one burst
@@ -71,13 +72,45 @@ class Entry:
         self.cached_images = frozenset(tuple(report.cached_images))
         self.fetch_bandwidth = report.fetch_bandwidth + 0.0
         self.build_throughput = report.build_throughput + 0.0
-        self.warm_slots = report.warm_slots
         limit = report.build_limit
         self.free = limit - report.builds_in_flight if limit > 0 \
             else float('inf')
-        self.terms = None if model is None else model.terms(self)
+        if model is None:
+            self.per_byte = self.fixed = None
+        else:
+            _, self.per_byte, self.fixed = model.terms(self)
         self.report = report
         self.instances_seen = None
+
+
+def holders_index(entries, old_entries, old_index):
+    """``{image id: frozenset of the entries caching it}`` of ``entries``.
+
+    Worked out from ``old_index``, the index of ``old_entries``: only the
+    entries that changed move, and the sets of the images they name are
+    copied, never changed in place (snapshots of the old refresh keep
+    reading theirs). Values that are not an :class:`Entry` are left out.
+    """
+    changes = {}
+    for host, entry in old_entries.items():
+        if type(entry) is Entry and entries.get(host) is not entry:
+            for image in entry.cached_images:
+                changes.setdefault(image, ([], []))[0].append(entry)
+    for host, entry in entries.items():
+        if type(entry) is Entry and old_entries.get(host) is not entry:
+            for image in entry.cached_images:
+                changes.setdefault(image, ([], []))[1].append(entry)
+    if not changes:
+        return old_index
+    index = dict(old_index)
+    for image, (gone, added) in changes.items():
+        holders = old_index.get(image, frozenset()).difference(
+            gone).union(added)
+        if holders:
+            index[image] = holders
+        else:
+            index.pop(image, None)
+    return index
 
 
 def entries_of(reports, old=None, model=None):
@@ -109,16 +142,24 @@ class Snapshot:
         known.
     """
 
-    __slots__ = ('reports', 'entries', 'now', 'max_age', 'model', 'oldest')
+    __slots__ = ('reports', 'entries', 'now', 'max_age', 'model', 'oldest',
+                 '_index')
 
     def __init__(self, reports, now, max_age, entries=None, model=None,
-                 oldest=None):
+                 oldest=None, index=None):
         self.reports = reports
         self.entries = entries_of(reports) if entries is None else entries
         self.now = now
         self.max_age = max_age
         self.model = model if entries is not None else None
         self.oldest = oldest if entries is not None else None
+        self._index = index if entries is not None else None
+
+    def holders(self, image_id):
+        """The entries (fresh or not) whose report lists ``image_id``."""
+        if self._index is None:
+            self._index = holders_index(self.entries, {}, {})
+        return self._index.get(image_id, frozenset())
 
     def lookup(self):
         """A function like :meth:`entry`, the fastest that is right now.
@@ -174,9 +215,9 @@ class ReportCache:
                        else statebus.group_id(self.conf))
         self._verifier = None
         self._key_error = None
-        # (reports, entries, cost model of their terms, oldest timestamp)
-        # of the last refresh, swapped as one.
-        self._state = ({}, {}, None, None)
+        # (reports, entries, cost model of their terms, oldest timestamp,
+        # holders index) of the last refresh, swapped as one.
+        self._state = ({}, {}, None, None, {})
         self._model = None
         self._accepted = {}
         self._rejected = {}
@@ -199,9 +240,10 @@ class ReportCache:
 
     def current(self, now=None):
         """The reports as of the last refresh, starting no thread."""
-        reports, entries, model, oldest = self._state
+        reports, entries, model, oldest, index = self._state
         return Snapshot(reports, time.time() if now is None else now,
-                        self._opts.report_max_age, entries, model, oldest)
+                        self._opts.report_max_age, entries, model, oldest,
+                        index)
 
     def start(self):
         """Start the refresh thread if it is not running (thread-safe)."""
@@ -287,7 +329,7 @@ class ReportCache:
             self.load(members)
 
     def _clear(self):
-        self._state = ({}, {}, None, None)
+        self._state = ({}, {}, None, None, {})
         self._accepted, self._rejected = {}, {}
 
     def _load_key(self):
@@ -370,8 +412,10 @@ class ReportCache:
         old = self._state[1] if self._state[2] == model else None
         self._model = model
         entries = self._entries(reports, old)
+        index = holders_index(entries, self._state[1], self._state[4])
         self._state = (reports, entries, model, min(
-            (entry.timestamp for entry in entries.values()), default=None))
+            (entry.timestamp for entry in entries.values()), default=None),
+            index)
         self._logged = logged
 
     def _entries(self, reports, old):

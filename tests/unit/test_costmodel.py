@@ -43,8 +43,7 @@ class TestCostModel(testcase.TestCase):
                       default_fetch_bandwidth=100 * MIB,
                       default_image_size=2 * GIB,
                       default_build_seconds=10.0,
-                      cold_start_seconds=3.0,
-                      warm_start_seconds=0.1)
+                      cold_start_seconds=3.0)
         self.model = costmodel.CostModel(self.conf.conf)
 
     def test_without_report_every_default_applies(self):
@@ -95,20 +94,18 @@ class TestCostModel(testcase.TestCase):
         self.assertEqual(30.0, self.model.predict(
             report(builds_in_flight=2, build_limit=0), start()).build)
 
-    def test_warm_slot_only_when_offered_and_wanted(self):
-        warm = report(warm_slots=2)
-        self.assertEqual(0.1, self.model.predict(warm, start()).buffering)
-        self.assertEqual(3.0, self.model.predict(
-            warm, start(warm_start=False)).buffering)
-        self.assertEqual(3.0, self.model.predict(
-            report(warm_slots=0), start()).buffering)
-        self.assertEqual(3.0, self.model.predict(None, start()).buffering)
+    def test_every_host_is_predicted_a_cold_start(self):
+        # No report says where a warm task-daemon slot waits.
+        for r in (report(), None):
+            for warm in (True, False):
+                self.assertEqual(3.0, self.model.predict(
+                    r, start(warm_start=warm)).buffering)
 
     def test_seconds_is_the_total(self):
-        r = report(builds_in_flight=1, build_throughput=1.0, warm_slots=1)
-        self.assertEqual(self.model.predict(r, start()).total,
-                         self.model.seconds(r, start()))
-        self.assertAlmostEqual(GIB / (100 * MIB) + 2.0 + 0.1,
+        r = report(builds_in_flight=1, build_throughput=1.0)
+        self.assertAlmostEqual(self.model.predict(r, start()).total,
+                               self.model.seconds(r, start()))
+        self.assertAlmostEqual(GIB / (100 * MIB) + 2.0 + 3.0,
                                self.model.seconds(r, start()))
 
     def test_queued_builds_count_like_builds_in_flight(self):
@@ -124,7 +121,7 @@ class TestCostModel(testcase.TestCase):
 
     def test_seconds_each_is_seconds_per_host(self):
         reports = [None, report(builds_in_flight=3, build_limit=2),
-                   report(cached_images=frozenset({'img'}), warm_slots=1)]
+                   report(cached_images=frozenset({'img'}))]
         self.assertEqual([self.model.seconds(r, start()) for r in reports],
                          self.model.seconds_each(reports, start()))
         self.assertEqual(
@@ -144,27 +141,38 @@ class TestCostModel(testcase.TestCase):
         self.assertEqual(5.0, costmodel.CostModel().predict(
             None, start()).build)
 
-    def test_the_host_with_the_image_and_a_warm_slot_wins(self):
+    def test_the_host_with_the_image_wins(self):
         hosts = {
             'cached': report(cached_images=frozenset({'img'})),
-            'warm': report(warm_slots=1),
+            'fast_net': report(fetch_bandwidth=1000 * MIB),
             'busy_cached': report(cached_images=frozenset({'img'}),
                                   builds_in_flight=8, build_throughput=0.1),
             'none': None,
         }
         ranked = sorted(hosts, key=lambda h: self.model.seconds(hosts[h],
                                                                 start()))
-        self.assertEqual(['cached', 'warm', 'none', 'busy_cached'], ranked)
+        self.assertEqual(['cached', 'fast_net', 'none', 'busy_cached'],
+                         ranked)
+
+    def test_holders_stand_for_each_host_s_own_cache(self):
+        hosts = [report(cached_images=frozenset({'img'})), report(), None]
+        terms = [None if r is None else self.model.terms(r) for r in hosts]
+        cached, by_index = [], []
+        self.assertEqual(
+            self.model.seconds_of(terms, start(), cached),
+            self.model.seconds_of(terms, start(), by_index, {terms[0]}))
+        self.assertEqual([True, False, False], cached)
+        self.assertEqual(cached, by_index)
 
     @settings(max_examples=200, deadline=None)
     @given(st.integers(0, 1000), st.floats(0, 1e3), st.integers(0, 64),
-           st.floats(1, 1e10), st.integers(0, 4))
+           st.floats(1, 1e10))
     def test_more_load_or_less_bandwidth_never_predicts_sooner(
-            self, in_flight, throughput, limit, bandwidth, slots):
+            self, in_flight, throughput, limit, bandwidth):
         def seconds(**changes):
             fields = dict(builds_in_flight=in_flight,
                           build_throughput=throughput, build_limit=limit,
-                          fetch_bandwidth=bandwidth, warm_slots=slots)
+                          fetch_bandwidth=bandwidth)
             fields.update(changes)
             return self.model.seconds(report(**fields), start())
 
@@ -172,8 +180,7 @@ class TestCostModel(testcase.TestCase):
         self.assertGreaterEqual(seconds(builds_in_flight=in_flight + 1),
                                 base)
         self.assertGreaterEqual(seconds(fetch_bandwidth=bandwidth / 2), base)
-        self.assertLessEqual(seconds(warm_slots=slots + 1), base)
         self.assertLessEqual(self.model.seconds(report(
             cached_images=frozenset({'img'}), builds_in_flight=in_flight,
             build_throughput=throughput, build_limit=limit,
-            fetch_bandwidth=bandwidth, warm_slots=slots), start()), base)
+            fetch_bandwidth=bandwidth), start()), base)

@@ -37,7 +37,6 @@ reports = st.builds(
     builds_in_flight=st.integers(0, 2 ** 31),
     build_throughput=st.floats(0, 1e15, allow_nan=False),
     build_limit=st.integers(0, 2 ** 31),
-    warm_slots=st.integers(0, 2 ** 31),
     agent_version=st.text(max_size=64),
 )
 json_values = st.recursive(
@@ -53,10 +52,11 @@ DELETE = object()
 
 def valid(**changes):
     """A valid report as a dict, with ``changes`` applied (or DELETE-d)."""
-    data = {'version': '1.0', 'host': 'cmp1', 'timestamp': 1700000000.5,
+    data = {'version': hostreport.VERSION, 'host': 'cmp1',
+            'timestamp': 1700000000.5,
             'cached_images': ['img-a', 'img-b'], 'cache_free_bytes': 10,
             'fetch_bandwidth': 1e8, 'builds_in_flight': 2,
-            'build_throughput': 0.5, 'build_limit': 4, 'warm_slots': 1,
+            'build_throughput': 0.5, 'build_limit': 4,
             'agent_version': '0.1'}
     for key, value in changes.items():
         if value is DELETE:
@@ -172,14 +172,12 @@ class TestRejected(testcase.TestCase):
 
     def test_bools_where_numbers_go(self):
         for field in ('timestamp', 'cache_free_bytes', 'fetch_bandwidth',
-                      'builds_in_flight', 'build_throughput', 'build_limit',
-                      'warm_slots'):
+                      'builds_in_flight', 'build_throughput', 'build_limit'):
             self.assertRejected(dumps(valid(**{field: True})),
                                 '%s: True is not a number' % field)
 
     def test_fractions_where_integers_go(self):
-        for field in ('cache_free_bytes', 'builds_in_flight', 'build_limit',
-                      'warm_slots'):
+        for field in ('cache_free_bytes', 'builds_in_flight', 'build_limit'):
             self.assertRejected(dumps(valid(**{field: 1.5})), field)
 
     def test_strings_where_numbers_go(self):
@@ -194,8 +192,20 @@ class TestRejected(testcase.TestCase):
         self.assertRejected(dumps(valid(timestamp=1e12)), 'timestamp')
 
     def test_integer_too_long_to_parse(self):
-        raw = dumps(valid(warm_slots='HOLE')).replace(b'"HOLE"', b'9' * 5000)
+        raw = dumps(valid(build_limit='HOLE')).replace(b'"HOLE"', b'9' * 5000)
         self.assertRejected(raw, 'not valid JSON')
+
+    def test_version_1_0_reports_with_warm_slots_are_still_read(self):
+        # An agent not yet upgraded: its warm_slots is ignored.
+        report = hostreport.parse(dumps(valid(version='1.0', warm_slots=1)))
+        self.assertEqual(hostreport.parse(dumps(valid())), report)
+        self.assertFalse(hasattr(report, 'warm_slots'))
+
+    def test_1_1_reports_drop_warm_slots(self):
+        self.assertEqual('1.1', hostreport.VERSION)
+        data = json.loads(hostreport.encode(hostreport.parse(dumps(valid()))))
+        self.assertEqual('1.1', data['version'])
+        self.assertNotIn('warm_slots', data)
 
     def test_future_major_version(self):
         self.assertRejected(dumps(valid(version='2.0')),

@@ -28,8 +28,8 @@ class LifecycleWeigher(weights.BaseHostWeigher):
 
     *Predicted start*: minus the cost model's seconds to task start (image
     transfer, none when cached; the build queued behind the host's builds in
-    flight and this request's earlier placements there, at its measured
-    throughput; a warm task-daemon fork or a cold start), times
+    flight and the scheduler's placements there since its report, at its
+    measured throughput; a cold start), times
     ``lifecycle_weight_multiplier``. Hosts without a fresh report are
     predicted from ``[mlaccel_costmodel]`` defaults; when no host has one,
     every host weighs the same and stock weighers decide.

@@ -170,7 +170,7 @@ class StatebusCommandTest(testcase.TestCase):
                                'backend_url = file://%s\n'
                                'deployment_key_file = %s\n'
                                'host_key_file = %s\n' % (self.bus, dk, hk))
-        self.write('r.json', '{"host": "cmp1", "warm_slots": 2}')
+        self.write('r.json', '{"host": "cmp1", "build_limit": 2}')
         proc = self.run_cmd('publish', '--once', 'r.json')
         self.assertEqual(0, proc.returncode, proc.stderr)
         before = self.tree(self.bus)
@@ -179,7 +179,7 @@ class StatebusCommandTest(testcase.TestCase):
         self.assertEqual(before, self.tree(self.bus))
         self.assertEqual(['cmp1'], [r['host'] for r in json.loads(
             proc.stdout)])
-        self.assertEqual(2, json.loads(proc.stdout)[0]['warm_slots'])
+        self.assertEqual(2, json.loads(proc.stdout)[0]['build_limit'])
 
     def test_keys_are_never_overwritten(self):
         dk = self.write('deployment.key', 'kept\n')

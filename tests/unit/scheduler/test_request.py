@@ -49,11 +49,11 @@ class PrecomputedTermsTest(base.PluginTestCase):
 
     REPORTS = [
         dict(build_limit=4, builds_in_flight=1, build_throughput=0.5,
-             cached_images=frozenset([base.IMAGE]), warm_slots=1),
+             cached_images=frozenset([base.IMAGE])),
         dict(build_limit=0, builds_in_flight=3, build_throughput=0.0,
              fetch_bandwidth=5e7),
         dict(build_limit=2, builds_in_flight=2, build_throughput=1.5,
-             fetch_bandwidth=3e8, warm_slots=0),
+             fetch_bandwidth=3e8),
     ]
 
     def test_terms_of_an_entry_give_the_cost_model_s_seconds(self):
@@ -68,9 +68,36 @@ class PrecomputedTermsTest(base.PluginTestCase):
                     model.seconds_each(reports, start, cached=cached),
                     model.seconds_of(
                         [None if r is None else
-                         reader.Entry(r.host, r, model).terms
+                         reader.Entry(r.host, r, model)
                          for r in reports], start, cached_too))
                 self.assertEqual(cached, cached_too)
+
+    def test_the_holders_index_follows_each_refresh(self):
+        def hosts(snapshot, image):
+            holders = snapshot.holders(image)
+            for entry in holders:
+                self.assertIs(snapshot.entries[entry.host], entry)
+            return {entry.host for entry in holders}
+
+        h1 = self.bus.publisher('h1')
+        h1.publish(self.report('h1', cached_images=frozenset([base.IMAGE])))
+        self.publish(self.report('h2', cached_images=frozenset(
+            [base.IMAGE, base.OTHER_IMAGE])))
+        old = self.cache.current()
+        self.assertEqual({'h1', 'h2'}, hosts(old, base.IMAGE))
+        h1.publish(self.report('h1', cached_images=frozenset(
+            [base.OTHER_IMAGE])))
+        self.cache.refresh()
+        new = self.cache.current()
+        self.assertEqual({'h2'}, hosts(new, base.IMAGE))
+        self.assertEqual({'h1', 'h2'}, hosts(new, base.OTHER_IMAGE))
+        self.assertEqual(set(), hosts(new, 'unknown'))
+        # A snapshot taken before keeps its own.
+        self.assertEqual({'h1', 'h2'}, hosts(old, base.IMAGE))
+        self.assertEqual({'h2'}, hosts(old, base.OTHER_IMAGE))
+        # A snapshot made from reports alone indexes them itself.
+        alone = reader.Snapshot(new.reports, new.now, 30.0)
+        self.assertEqual({'h1', 'h2'}, hosts(alone, base.OTHER_IMAGE))
 
     def test_free_slots_of_an_entry(self):
         frees = [reader.Entry('h', self.report('h', **fields)).free
@@ -102,12 +129,12 @@ class SharedViewTest(base.PluginTestCase):
         hosts = [base.host('h%d' % i) for i in range(3)] + [base.host('h9')]
         spec = base.request_spec(image_size=10 ** 9)
         weigher = lifecycle.LifecycleWeigher()
-        alone = weigher.weigh_hosts(hosts, request.RequestView(spec))
+        alone = weigher.weigh_hosts([hosts[0], hosts[1], hosts[3]],
+                                    request.RequestView(spec))
         kept = build_slots.BuildSlotFilter().filter_all(hosts, spec)
         self.assertEqual(['h0', 'h1', 'h9'], [h.host for h in kept])
         shared = request.view(spec)
-        self.assertEqual([alone[0], alone[1], alone[3]],
-                         weigher.weigh_hosts(kept, shared))
+        self.assertEqual(alone, weigher.weigh_hosts(kept, shared))
         # Asked again, the view predicts nothing anew.
         self.assertIs(shared.predict(kept, costmodel.CostModel())[0],
                       shared.predict(kept, costmodel.CostModel())[0])

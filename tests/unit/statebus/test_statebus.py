@@ -175,7 +175,7 @@ class BusTests(BusTestBase):
         self.use_deployment_key()
         key = keys.derive(self.secret, 'cmp1')
         self.join_raw('cmp1', self.sign(key, report('cmp1')))
-        new = report('cmp1', warm_slots=2)
+        new = report('cmp1', cache_free_bytes=2)
         self.signed_publisher('cmp1', key).publish(new)
         cache = self.bus.cache()
         cache.refresh()
@@ -188,7 +188,7 @@ class BusTests(BusTestBase):
         for stamp in (time.time() - 31, time.time() + 3600):
             self.join_raw('cmp1', hostreport.encode(report(
                 'cmp1', timestamp=stamp)), evict=True)
-            new = report('cmp1', warm_slots=2)
+            new = report('cmp1', cache_free_bytes=2)
             pub = self.bus.publisher('cmp1')
             pub.publish(new)
             cache = self.bus.cache()
@@ -294,7 +294,7 @@ class BusTests(BusTestBase):
         pub = self.bus.publisher('cmp1')
         pub.publish(report('cmp1'))
         self.wipe_bus()
-        again = report('cmp1', warm_slots=1)
+        again = report('cmp1', cache_free_bytes=1)
         pub.publish(again)
         pub.publish(again)  # and updates it as before
         cache = self.bus.cache()
@@ -331,7 +331,7 @@ class TestFileBus(BusTests, testcase.TestCase):
         # again and the reader sees its new report.
         os.remove(self.bus.path)
         os.rename(self.bus.path + '.away', self.bus.path)
-        again = report('cmp1', warm_slots=1)
+        again = report('cmp1', cache_free_bytes=1)
         pub.publish(again)
         cache.refresh()
         self.assertIs(True, cache.healthy)
@@ -372,7 +372,7 @@ class TestRedisBus(BusTests, testcase.TestCase):
             'unreadable, scheduling without host reports'))
 
         self.assertTrue(self.bus.server.start())
-        again = report('cmp1', warm_slots=1)
+        again = report('cmp1', cache_free_bytes=1)
         pub.publish(again)
         self.assertTrue(self.wait_until(
             cache, lambda: cache.snapshot().get('cmp1') == again))

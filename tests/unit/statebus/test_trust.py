@@ -73,7 +73,7 @@ class TrustTests(test_statebus.BusTestBase):
                       self.log.output)
 
         # The victim's next publication takes its entry back.
-        again = report(VICTIM, warm_slots=3)
+        again = report(VICTIM, cache_free_bytes=3)
         self.victim.publish(again)
         cache.refresh()
         self.assertEqual(again, cache.snapshot().get(VICTIM))
