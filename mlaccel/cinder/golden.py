@@ -22,9 +22,10 @@ A raw image is streamed from the image service straight into the golden
 volume when the backend exposes the volume as a writable local path (file
 and local-disk backends): no temporary copy in ``image_conversion_dir`` and
 no ``qemu-img convert`` pass over the data, which Cinder's generic
-``copy_image_to_volume`` makes. Runs of zeros are skipped, so the golden
-volume stays sparse. Other images and backends take the backend's
-``copy_image_to_volume``.
+``copy_image_to_volume`` makes. It is written with direct I/O where the
+file system has it, as Cinder writes volumes (:mod:`.imagewrite`); runs of
+zeros are skipped, so the golden volume stays sparse. Other images and
+backends take the backend's ``copy_image_to_volume``.
 """
 
 import math
@@ -43,6 +44,7 @@ from cinder import objects
 from cinder.objects import fields
 from cinder import quota
 
+from mlaccel.cinder import imagewrite
 from mlaccel.cinder import metadata
 
 LOG = logging.getLogger(__name__)
@@ -96,22 +98,6 @@ def streamable(image_meta):
             and image_meta.get('container_format') in (None, 'bare')
             and not (cfg.CONF.verify_glance_signatures != 'disabled'
                      and 'img_signature' in properties))
-
-
-class SparseWriter:
-    """A file-like sink that seeks over chunks of zeros instead of writing.
-
-    The file must be at least as long as what is written (a new volume).
-    """
-
-    def __init__(self, f):
-        self.f = f
-
-    def write(self, chunk):
-        if chunk.count(0) == len(chunk):
-            self.f.seek(len(chunk), os.SEEK_CUR)
-        else:
-            self.f.write(chunk)
 
 
 class GoldenStore:
@@ -178,12 +164,13 @@ class GoldenStore:
             self.backend.copy_image_to_volume(context, volume, image_service,
                                               image_meta['id'])
             return
-        with open(path, 'r+b') as f:
+        sink = imagewrite.open_sink(path)
+        try:
             # Writes in a native thread under eventlet, as Cinder's fetch.
             image_service.download(context, image_meta['id'],
-                                   tpool.Proxy(SparseWriter(f)))
-            f.flush()
-            os.fsync(f.fileno())
+                                   tpool.Proxy(sink))
+        finally:
+            sink.close()
 
     def clone(self, source_id, key, image_id, timed=None):
         """A new internal-tenant clone of a golden volume, or None.
