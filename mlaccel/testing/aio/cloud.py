@@ -18,6 +18,7 @@ every service; the computes mapped to the cell; a test image and flavors.
 """
 
 import concurrent.futures
+import importlib.metadata
 import json
 import os
 import shutil
@@ -406,10 +407,25 @@ def enable_mlaccel(lay):
     argv = ['enable', '--nova-conf', lay.path('etc', 'nova', 'nova.conf'),
             '--statebus-url', lay.statebus_url]
     if lay.settings.cinder:
+        _check_cinder_weigher()
         argv += ['--cinder-conf', lay.path('etc', 'cinder', 'cinder.conf'),
                  '--cinder-mirror-backend', CINDER_BACKEND]
     if mlaccel_config.main(argv):
         raise procs.ServiceError('mlaccel-config failed')
+
+
+def _check_cinder_weigher():
+    """cinder-scheduler finds GoldenImageWeigher by its entry point.
+
+    An install of mlaccel older than the entry point would fail every
+    volume request at the scheduler; say so before anything starts.
+    """
+    group = 'cinder.scheduler.weights'
+    names = {ep.name for ep in importlib.metadata.entry_points(group=group)}
+    if cinder_config.WEIGHER not in names:
+        raise procs.ServiceError(
+            '%s is not registered in %s of this environment: reinstall '
+            'mlaccel (pip install -e .)' % (cinder_config.WEIGHER, group))
 
 
 def set_cinder_mirror(lay, enabled, conn=None):
