@@ -107,6 +107,15 @@ class PrecomputedTermsTest(base.PluginTestCase):
     def test_options_changed_since_the_refresh_are_used(self):
         self.publish(*[self.report('h%d' % i, **fields)
                        for i, fields in enumerate(self.REPORTS)])
+        # The refresh thread (60 s apart) refreshes once as it starts: that
+        # refresh must be over before the options change.
+        refreshed = self.cache.refreshes
+        self.cache.start()
+        for _ in range(100):
+            if self.cache.refreshes > refreshed:
+                break
+            self.cache.wait_for_refresh(1, 0.1)
+        self.assertGreater(self.cache.refreshes, refreshed)
         self.flags.set('mlaccel_costmodel', cold_start_seconds=1000.0)
         spec = base.request_spec(image_size=10 ** 9)
         hosts = [base.host('h%d' % i) for i in range(len(self.REPORTS))]
