@@ -170,15 +170,7 @@ class PoolStore:
             if self.lock is None:
                 yield
                 return
-            try:
-                lock = self.lock('mlaccel-pool-' + key)
-                held = lock.acquire(blocking=self.lock_timeout)
-            except Exception as exc:
-                raise PoolUnavailable('cannot lock pool %s on the state '
-                                      'bus: %s' % (key, exc))
-            if not held:
-                raise PoolUnavailable('pool %s stayed locked for %.0f s'
-                                      % (key, self.lock_timeout))
+            lock = self._bus_lock(key)
             try:
                 yield
             finally:
@@ -186,6 +178,26 @@ class PoolStore:
                     lock.release()
         finally:
             local.release()
+
+    def _bus_lock(self, key):
+        """The pool's lock on the bus, held, within ``lock_timeout``.
+
+        Reaching a bus that is down can take far longer than that (a Redis
+        client retries its connection for about a minute), so the attempt
+        runs in a thread of its own; one given up on releases the lock if
+        it gets it after all.
+        """
+        attempt = _BusAttempt(self.lock, 'mlaccel-pool-' + key,
+                              self.lock_timeout)
+        outcome = attempt.wait()
+        if isinstance(outcome, Exception):
+            raise PoolUnavailable('cannot lock pool %s on the state bus: %s'
+                                  % (key, outcome))
+        if outcome is None:
+            raise PoolUnavailable('pool %s stayed locked, or the state bus '
+                                  'did not answer, for %.0f s'
+                                  % (key, self.lock_timeout))
+        return outcome
 
     @contextlib.contextmanager
     def transaction(self, key, create=None):
@@ -213,6 +225,44 @@ class PoolStore:
                                  'bounds to 0 first'
                                  % (key, len(state['members'])))
             os.unlink(self._path(key))
+
+
+class _BusAttempt:
+    """One attempt to take a bus lock, waited for at most ``timeout``."""
+
+    def __init__(self, locks, name, timeout):
+        self._locks = locks
+        self._name = name
+        self._timeout = timeout
+        self._guard = threading.Lock()
+        self._done = threading.Event()
+        self._abandoned = False
+        self._outcome = None
+
+    def wait(self):
+        """The held lock, the exception raised, or ``None`` (timed out)."""
+        threading.Thread(target=self._run, daemon=True,
+                         name='mlaccel-pool-bus-lock').start()
+        self._done.wait(self._timeout)
+        with self._guard:
+            if not self._done.is_set():
+                self._abandoned = True
+            return self._outcome
+
+    def _run(self):
+        lock = None
+        try:
+            lock = self._locks(self._name)
+            outcome = lock if lock.acquire(blocking=self._timeout) else None
+        except Exception as exc:
+            outcome = exc
+        with self._guard:
+            self._outcome = outcome
+            self._done.set()
+            late = self._abandoned
+        if late and outcome is lock and lock is not None:
+            with contextlib.suppress(Exception):
+                lock.release()
 
 
 class BusLocks:

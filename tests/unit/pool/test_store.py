@@ -121,6 +121,38 @@ class TestStore(testcase.TestCase):
             with store.transaction(SPEC.key):
                 pass
 
+    def test_a_bus_that_does_not_answer_is_given_up_on(self):
+        """Within lock_timeout, whatever the bus client does meanwhile."""
+        self._create()
+        answer = threading.Event()
+        released = threading.Event()
+
+        class SlowLock:
+            def acquire(self, blocking):
+                answer.wait(60)
+                return True
+
+            def release(self):
+                released.set()
+
+        def connecting(name):
+            answer.wait(60)     # a client retrying its connection
+            return SlowLock()
+        store = pool_store.PoolStore(self.dir, lock=connecting,
+                                     lock_timeout=0.05)
+        with testtools.ExpectedException(pool_store.PoolUnavailable,
+                                         '.*did not answer'):
+            with store.transaction(SPEC.key) as state:
+                state['stats']['claimed'] += 1
+        self.assertEqual(0, self.store.read(SPEC.key)['stats']['claimed'])
+        # Other threads of the process are not held up meanwhile.
+        with self.store.transaction(SPEC.key) as state:
+            state['stats']['claimed'] += 1
+        # The bus answers late: the lock it gave is released, not kept.
+        self.assertFalse(released.is_set())
+        answer.set()
+        self.assertTrue(released.wait(30))
+
     def test_end_idle_counts_once(self):
         state = pool_store.new_state(SPEC, 0, 3, 2)
         member = {'idle_since': 100.0}
