@@ -2,9 +2,10 @@
 # shellcheck shell=bash
 # devstack plugin of mlaccel: enables its Nova scheduler filter and weighers
 # and its state bus, wraps cinder's backends in its mirror-volume driver
-# (with its Cinder weigher), runs mlaccel-agent beside every nova-compute,
-# prepares the task daemon for guest images and configures tempest for the
-# mlaccel tempest plugin.
+# (with its Cinder weigher), runs mlaccel-agent beside every nova-compute
+# and, where enabled, the warm-pool manager mlaccel-pool-manager, prepares
+# the task daemon for guest images and configures tempest for the mlaccel
+# tempest plugin.
 
 # Save trace setting
 _XTRACE_MLACCEL=$(set +o | grep xtrace)
@@ -130,6 +131,42 @@ function _mlaccel_agent_enabled {
     is_service_enabled n-cpu && is_service_enabled mlaccel-agent
 }
 
+# mlaccel-pool-manager keeps the warm pools of MLACCEL_POOL_CLOUD's project.
+# Its configuration is also the launchers': "mlaccel launch --config-file
+# $MLACCEL_POOL_CONF" claims from the pools it keeps. The file names Nova's
+# notification transport (a password), so it is private like the state.
+function configure_mlaccel_pool_manager {
+    local conf=$MLACCEL_POOL_CONF
+    if [[ -z $MLACCEL_POOL_CALLBACK_HOST ]]; then
+        die $LINENO "set MLACCEL_POOL_CALLBACK_HOST to an address of this" \
+            "node that the VMs reach"
+    fi
+    sudo install -d -m 0755 -o "$STACK_USER" "$(dirname "$conf")"
+    sudo install -d -m 0700 -o "$STACK_USER" "$MLACCEL_POOL_STATE_DIR"
+    if [[ ! -f $conf ]]; then
+        sudo install -m 0600 -o "$STACK_USER" /dev/null "$conf"
+    fi
+    local url
+    url=$(iniget "$NOVA_CONF" oslo_messaging_notifications transport_url)
+    url=${url:-$(iniget "$NOVA_CONF" DEFAULT transport_url)}
+    iniset "$conf" mlaccel_pool state_dir "$MLACCEL_POOL_STATE_DIR"
+    iniset "$conf" mlaccel_statebus backend_url "$MLACCEL_STATEBUS_URL"
+    iniset "$conf" mlaccel_launcher callback_host \
+        "$MLACCEL_POOL_CALLBACK_HOST"
+    if [[ -n $url ]]; then
+        iniset "$conf" mlaccel_launcher notification_url "$url"
+    fi
+}
+
+function start_mlaccel_pool_manager {
+    run_process mlaccel-pool-manager \
+        "$(_mlaccel_bin mlaccel-pool-manager) --config-file $MLACCEL_POOL_CONF --cloud $MLACCEL_POOL_CLOUD"
+}
+
+function stop_mlaccel_pool_manager {
+    stop_process mlaccel-pool-manager
+}
+
 function install_mlaccel_guest_files {
     # The unit that the diskimage-builder element installs in guest images,
     # and the user-data that configures and starts it on any image.
@@ -159,6 +196,7 @@ function cleanup_mlaccel {
         rm -rf "${MLACCEL_STATEBUS_URL#file://}"
     fi
     sudo rm -rf "$MLACCEL_CONF_DIR/guest" "$MLACCEL_AGENT_CONF" \
+        "$MLACCEL_POOL_CONF" "$MLACCEL_POOL_STATE_DIR" \
         "$MLACCEL_STATEBUS_DEPLOYMENT_KEY_FILE" \
         "$MLACCEL_STATEBUS_HOST_KEY_FILE"
     sudo rmdir "$MLACCEL_STATEBUS_KEY_DIR" 2> /dev/null || true
@@ -181,6 +219,11 @@ if is_service_enabled mlaccel; then
             echo_summary "Preparing the mlaccel task daemon for guests"
             install_mlaccel_guest_files
         fi
+        if is_service_enabled mlaccel-pool-manager; then
+            echo_summary "Starting mlaccel-pool-manager"
+            configure_mlaccel_pool_manager
+            start_mlaccel_pool_manager
+        fi
     elif [[ "$1" == "stack" && "$2" == "test-config" ]]; then
         if is_service_enabled tempest; then
             echo_summary "Configuring tempest for mlaccel"
@@ -194,6 +237,9 @@ if is_service_enabled mlaccel; then
     if [[ "$1" == "unstack" ]]; then
         if _mlaccel_agent_enabled; then
             stop_mlaccel_agent
+        fi
+        if is_service_enabled mlaccel-pool-manager; then
+            stop_mlaccel_pool_manager
         fi
     fi
 

@@ -163,6 +163,9 @@ class DevstackPluginPhasesTest(testtools.TestCase):
         self.phase('unstack')
         self.assertEqual('stop_process mlaccel-agent',
                          self.read(self.calls).splitlines()[-1])
+        # The pool manager runs only where enabled.
+        self.assertNotIn('mlaccel-pool-manager', self.read(self.calls))
+        self.assertFalse(os.path.exists(self.pool_conf))
         self.phase('clean')
         self.assertFalse(os.path.exists(self.agent_conf))
         self.assertFalse(os.path.exists(self.statebus))
@@ -194,6 +197,68 @@ class DevstackPluginPhasesTest(testtools.TestCase):
         conf = service.parse_args(['--config-file', self.agent_conf])
         settings = novaconf.load(conf.mlaccel_agent.nova_config_files)
         self.assertEqual('aio1', settings.host)
+
+    @property
+    def pool_conf(self):
+        return os.path.join(self.conf_dir, 'pool.conf')
+
+    def test_pool_manager(self):
+        """Enabled as a service: configured, run, stopped, cleaned."""
+        services = 'n-api,n-sch,n-cpu,mlaccel-pool-manager'
+        state_dir = os.path.join(self.tmp, 'data', 'mlaccel', 'pools')
+        self.phase('stack', 'post-config', services=services)
+        self.phase('stack', 'extra', services=services,
+                   HOST_IP='192.0.2.10')
+        self.assertIn('run_process mlaccel-pool-manager %s --config-file '
+                      '%s --cloud devstack'
+                      % (os.path.join(os.path.dirname(sys.executable),
+                                      'mlaccel-pool-manager'),
+                         self.pool_conf),
+                      self.read(self.calls).splitlines())
+        # Private: it names Nova's transport, its directory the tokens.
+        self.assertEqual(0o600, stat.S_IMODE(os.stat(self.pool_conf)
+                                             .st_mode))
+        self.assertEqual(0o700, stat.S_IMODE(os.stat(state_dir).st_mode))
+        # What the manager itself reads from it.
+        proc = subprocess.run(
+            [sys.executable, '-c', 'import json, sys\n'
+             'from mlaccel.pool import cli\n'
+             'conf = cli.configure(sys.argv[1:])\n'
+             'store = cli.open_store(conf)\n'
+             'print(json.dumps([store.directory, store.keys(),\n'
+             '    conf.mlaccel_statebus.backend_url,\n'
+             '    conf.mlaccel_launcher.callback_host,\n'
+             '    conf.mlaccel_launcher.notification_url]))',
+             self.pool_conf], capture_output=True, text=True)
+        self.assertEqual(0, proc.returncode, proc.stderr[-1500:])
+        nova = inifile.IniFile(self.nova_conf)
+        transport = (nova.get('oslo_messaging_notifications',
+                              'transport_url') or
+                     nova.get('DEFAULT', 'transport_url'))[-1]
+        self.assertEqual(
+            [state_dir, [], 'file://' + self.statebus, '192.0.2.10',
+             transport], json.loads(proc.stdout.splitlines()[-1]))
+
+        self.phase('unstack', services=services)
+        self.assertEqual('stop_process mlaccel-pool-manager',
+                         self.read(self.calls).splitlines()[-1])
+        self.phase('clean', services=services)
+        self.assertFalse(os.path.exists(self.pool_conf))
+        self.assertFalse(os.path.exists(state_dir))
+
+    def test_pool_manager_by_flag_needs_an_address_for_members(self):
+        proc = self.phase('stack', 'extra', services='n-api',
+                          MLACCEL_POOL_MANAGER='True', HOST_IP='',
+                          status=1)
+        self.assertIn('die: set MLACCEL_POOL_CALLBACK_HOST', proc.stderr)
+        self.assertNotIn('mlaccel-pool-manager', self.read(self.calls))
+        self.phase('stack', 'extra', services='n-api',
+                   MLACCEL_POOL_MANAGER='True',
+                   MLACCEL_POOL_CALLBACK_HOST='pools.example.org')
+        self.assertIn('run_process mlaccel-pool-manager',
+                      self.read(self.calls))
+        self.assertEqual(['pools.example.org'], inifile.IniFile(
+            self.pool_conf).get('mlaccel_launcher', 'callback_host'))
 
     def test_no_agent_without_nova_compute(self):
         self.phase('stack', 'post-config', services='n-api,n-sch')
