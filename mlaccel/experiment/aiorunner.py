@@ -26,6 +26,7 @@ processes: creation costs what a compute does around a hypervisor
 
 import math
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -55,6 +56,11 @@ GIB = 1 << 30
 HOT_PROPERTY = 'mlaccel_hot'
 #: Seconds one task may take, creation to end.
 TASK_TIMEOUT = 900.0
+#: First part of the names of the servers the experiment's launches make.
+NAME_PREFIX = 'mlaccel_experiment'
+STOCK_PREFIX = 'mlaccel_experiment_stock'
+#: Seconds within which an image's requests count as one peak.
+PEAK_WINDOW = 10.0
 #: Tasks a warm member serves before it is replaced.
 POOL_MAX_TASKS = 2
 
@@ -68,16 +74,21 @@ def launcher_path(arm):
     return arm.on(arms_mod.TASKD) or arm.on(arms_mod.POOL)
 
 
-def pool_bounds(workload, image):
+def pool_bounds(workload, image, window=None):
     """``(min, max)`` members of ``image``'s pool.
 
-    At least the VMs of its largest task, at most all its VMs in the
-    workload; the manager sizes the pool between them by Little's law.
+    At least the image's peak demand, the most VMs its tasks ask for
+    within ``window`` seconds (:data:`PEAK_WINDOW`), as an operator sizing
+    for a burst would; at most all its VMs in the workload. The manager
+    sizes the pool between them by Little's law.
     """
-    vms = [t.vms for t in workload.tasks if t.image == image]
-    if not vms:
+    window = PEAK_WINDOW if window is None else window
+    tasks = [t for t in workload.tasks if t.image == image]
+    if not tasks:
         return 0, 0
-    return max(vms), max(max(vms), sum(vms))
+    peak = max(sum(o.vms for o in tasks if t.at <= o.at <= t.at + window)
+               for t in tasks)
+    return peak, sum(t.vms for t in tasks)
 
 
 def volume_gb(image_bytes):
@@ -135,7 +146,7 @@ class AioRunner(runner_mod.TaskRunner):
             self.brought_up = True
         bringup = time.monotonic() - started
         self.conn = cloud.connect(self.lay)
-        self.flavor_id = self.lay.load_cloud()['flavor_id']
+        self.flavor_id = self._flavor(workload)
         self.switch = aiostate.ArmSwitch(self.lay, self.conn)
         self.pool_conf = aiostate.pool_conf(self.lay)
         self.store = aiostate.open_store(self.lay)
@@ -154,6 +165,15 @@ class AioRunner(runner_mod.TaskRunner):
                 'images': {i.name: i.size for i in workload.images},
                 'cloud_brought_up': self.brought_up,
                 'bringup_seconds': round(bringup, 1)}
+
+    def _flavor(self, workload):
+        """A flavor whose disk holds the largest image."""
+        disk = volume_gb(max(i.size for i in workload.images))
+        name = 'mlaccel-experiment-%dg' % disk
+        compute = self.conn.compute
+        flavor = compute.find_flavor(name) or compute.create_flavor(
+            name=name, ram=128, vcpus=1, disk=disk)
+        return flavor.id
 
     def _upload(self, image):
         """The image's Glance id: random bytes of its size, uploaded once."""
@@ -178,6 +198,9 @@ class AioRunner(runner_mod.TaskRunner):
     # reset -------------------------------------------------------------
     def reset(self, arm):
         """Empty caches, volumes and pools; switch ``arm``'s mechanisms."""
+        started = time.monotonic()
+        aiostate.delete_servers(self.conn, [
+            '^%s-' % prefix for prefix in (NAME_PREFIX, STOCK_PREFIX)])
         if self.store.keys():
             self.switch.set_manager(True)
             aiostate.empty_pools(self.conn, self.store)
@@ -186,11 +209,14 @@ class AioRunner(runner_mod.TaskRunner):
         if self.lay.settings.cinder:
             aiostate.empty_volume_cache(self.conn)
         self.mark = aiocosts.LogMark(self.lay)
-        self.switch.apply(arm)
+        restarted = self.switch.apply(arm)
         self._seen = set()
         self._copies = []
         if arm.on(arms_mod.POOL):
             self._fill_pools(arm)
+        print('reset for %s in %.0f s (restarted: %s)' % (
+            arm.name, time.monotonic() - started,
+            ', '.join(restarted) or 'nothing'), file=sys.stderr, flush=True)
 
     def _pool_spec(self, arm, image_id):
         launcher = self.pool_conf.mlaccel_launcher
@@ -234,7 +260,7 @@ class AioRunner(runner_mod.TaskRunner):
                 self.conn, image_id, self.flavor_id, task.vms, task.steps,
                 seed=task.index, notification_url=self.lay.transport_url,
                 conf=self.pool_conf, boot_volume_gb=gb,
-                timeout=TASK_TIMEOUT).run()
+                timeout=TASK_TIMEOUT, name_prefix=STOCK_PREFIX).run()
         rec['request']['args'] = dict(rec['request'].get('args') or {},
                                       steps=task.steps)
         self._add_facts(arm, rec, task, image, since)
@@ -254,7 +280,8 @@ class AioRunner(runner_mod.TaskRunner):
         launch = api.Launch(
             self.conn, spec, listener=self.listener, conf=self.pool_conf,
             warm_pool=claimer, preload=self._preload(arm),
-            notification_url=self.lay.transport_url)
+            notification_url=self.lay.transport_url,
+            name_prefix=NAME_PREFIX)
         launch.servers.boot_volume_gb = gb
         return launch.run()
 

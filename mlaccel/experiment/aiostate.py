@@ -96,6 +96,26 @@ def empty_volume_cache(conn):
     return len(found)
 
 
+def delete_servers(conn, name_filters):
+    """Delete the servers whose names match any of ``name_filters``.
+
+    What a run interrupted midway left behind; returns how many there were
+    once Nova lists none of them.
+    """
+    compute = conn.compute
+
+    def listed():
+        return [s for pattern in name_filters for s in compute.servers(
+            all_projects=True, name=pattern)
+            if s.status not in ('DELETED', 'SOFT_DELETED')]
+
+    found = listed()
+    for server in found:
+        compute.delete_server(server, ignore_missing=True)
+    _wait(lambda: not listed(), 'leftover servers to go')
+    return len(found)
+
+
 def pool_conf(lay):
     conf = cfg.ConfigOpts()
     mlaccel_conf.register_opts(conf)

@@ -99,8 +99,11 @@ class ArmPathTest(testcase.TestCase):
     def test_pool_bounds(self):
         made = wl.Workload({}, 1, (wl.Image('a', 1), wl.Image('b', 1)), (
             wl.Task(0, 0.0, 'a', 2, wl.IMAGE, 5),
-            wl.Task(1, 1.0, 'a', 3, wl.VOLUME, 5)))
-        self.assertEqual((3, 5), aiorunner.pool_bounds(made, 'a'))
+            wl.Task(1, 1.0, 'a', 3, wl.VOLUME, 5),
+            wl.Task(2, 30.0, 'a', 4, wl.VOLUME, 5)))
+        # The burst of the first two is the peak within 10 s.
+        self.assertEqual((5, 9), aiorunner.pool_bounds(made, 'a'))
+        self.assertEqual((4, 9), aiorunner.pool_bounds(made, 'a', 0.5))
         self.assertEqual((0, 0), aiorunner.pool_bounds(made, 'b'))
 
 
