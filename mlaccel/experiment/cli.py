@@ -211,10 +211,12 @@ def cmd_run(options):
     arms = _arms(options)
     os.makedirs(options.output, exist_ok=True)
     runner = _runner_class(options.runner).from_options(options)
+    path = os.path.join(options.output, 'results.json')
     results = runner_mod.execute(
         runner, made, arms, options.repetitions, options.warmup,
-        options.order_seed, progress=not options.no_progress)
-    path = os.path.join(options.output, 'results.json')
+        options.order_seed, progress=not options.no_progress,
+        # Saved after every run: an interrupted experiment keeps its runs.
+        on_run=lambda partial: schema.dump(partial, path))
     schema.dump(results, path)
     print('records: %s' % path)
     print('preconditions: %s' % json.dumps(results['preconditions'],

@@ -162,8 +162,13 @@ class TaskRunner(Runner):
 
 
 def execute(runner, workload, arms, repetitions=protocol.MIN_REPETITIONS,
-            warmup=1, seed=0, progress=True):
-    """Run the protocol with ``runner``; return the results dict."""
+            warmup=1, seed=0, progress=True, on_run=None):
+    """Run the protocol with ``runner``; return the results dict.
+
+    ``on_run(results)``, if given, is called after each run with the
+    results so far (to save them: an interrupted experiment keeps the runs
+    it finished).
+    """
     runs = protocol.schedule(arms, repetitions, warmup, seed)
     out = results_mod.new(runner, workload, arms, repetitions, warmup, seed)
     try:
@@ -180,6 +185,8 @@ def execute(runner, workload, arms, repetitions=protocol.MIN_REPETITIONS,
                                      lambda record: bar.update(1))
             out['runs'].append(results_mod.run_entry(run, outcome,
                                                      workload))
+            if on_run is not None:
+                on_run(out)
     finally:
         runner.close()
     return out

@@ -91,3 +91,15 @@ class TestTaskRunner(testcase.TestCase):
         text = report.format_summary(report.summarize(out), 'threads')
         self.assertIn('3 failed launch(es) left out', text)
         self.assertIn('Task 2 of arm stock failed', logged.output)
+
+    def test_each_finished_run_is_handed_over_as_it_ends(self):
+        made = wl.load()
+        launches = _Launches(len(made.tasks))
+        seen = []
+        out = runner.execute(launches, made, arms.main_arms(),
+                             progress=False,
+                             on_run=lambda partial: seen.append(
+                                 [r['arm'] for r in partial['runs']]))
+        names = [r['arm'] for r in out['runs']]
+        self.assertEqual([names[:n] for n in range(1, len(names) + 1)],
+                         seen)
