@@ -45,11 +45,19 @@ class _Runner:
     measured = True
 
 
+#: Steps of the model's task: long enough for its running share.
+STEPS = 10000
+
+
 def spaced_workload(seed=None, spacing=SPACING):
-    """The default workload's tasks, ``spacing`` seconds apart."""
+    """The default workload's tasks, ``spacing`` seconds apart.
+
+    Each of :data:`STEPS` steps: the model's own, not the shipped file's.
+    """
     made = workload_mod.load(seed=seed)
-    return dataclasses.replace(made, tasks=tuple(
-        dataclasses.replace(task, at=spacing * (index + 1))
+    shape = dict(made.shape, task=dict(made.shape['task'], steps=STEPS))
+    return dataclasses.replace(made, shape=shape, tasks=tuple(
+        dataclasses.replace(task, at=spacing * (index + 1), steps=STEPS)
         for index, task in enumerate(made.tasks)))
 
 

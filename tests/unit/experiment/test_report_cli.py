@@ -101,7 +101,8 @@ class TestCommandLine(testcase.TestCase):
         self.assertEqual(0, status)
         self.assertRegex(out.splitlines()[-1],
                          r'^simulated stock overhead [0-9.]+ s a task; '
-                         r'running share [0-9.]+ % with 10000 steps; '
+                         r'running share [0-9.]+ %% with %d steps; '
+                         % workload.load_shape()['task']['steps'] +
                          r'[0-9]+ steps for 50 %$')
 
     def test_a_bad_workload_is_one_line_and_status_2(self):
