@@ -237,7 +237,7 @@ class AioRunner(runner_mod.TaskRunner):
                 pass
             keys.append((spec.key, low))
         for key, low in keys:
-            aiostate._wait(lambda: len(pool_store.members(
+            aiostate.wait_for(lambda: len(pool_store.members(
                 self.store.read(key), pool_store.IDLE)) >= low,
                 'pool %s to hold %d warm members' % (key, low),
                 timeout=600)

@@ -43,7 +43,7 @@ from mlaccel.testing.aio import procs
 WAIT = 300.0
 
 
-def _wait(predicate, what, timeout=WAIT, interval=0.5):
+def wait_for(predicate, what, timeout=WAIT, interval=0.5):
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
@@ -90,7 +90,7 @@ def empty_volume_cache(conn):
         project_id=configs.CINDER_INTERNAL_PROJECT)]
     for volume in found:
         storage.delete_volume(volume, ignore_missing=True, force=True)
-    _wait(lambda: not list(storage.volumes(
+    wait_for(lambda: not list(storage.volumes(
         all_projects=True, project_id=configs.CINDER_INTERNAL_PROJECT)),
         'the golden volumes to go')
     return len(found)
@@ -112,7 +112,7 @@ def delete_servers(conn, name_filters):
     found = listed()
     for server in found:
         compute.delete_server(server, ignore_missing=True)
-    _wait(lambda: not listed(), 'leftover servers to go')
+    wait_for(lambda: not listed(), 'leftover servers to go')
     return len(found)
 
 
@@ -141,8 +141,8 @@ def empty_pools(conn, store):
         with store.transaction(key) as state:
             state['bounds'] = {'min': 0, 'max': 0}
     for key in keys:
-        _wait(lambda: not store.read(key)['members']
-              and not pool_servers(conn, key), 'pool %s to empty' % key)
+        wait_for(lambda: not store.read(key)['members']
+                 and not pool_servers(conn, key), 'pool %s to empty' % key)
         store.delete(key)
     return len(keys)
 
