@@ -270,28 +270,47 @@ class BusLocks:
 
     A client that cannot start raises when a lock is asked for (the caller
     turns that into :class:`PoolUnavailable`) and is tried again next time.
+    No lock is held while a client connects, so :meth:`stop` never waits
+    for a bus that does not answer.
     """
 
     def __init__(self, conf):
         self.conf = conf
         self._coord = None
+        self._stopped = False
         self._guard = threading.Lock()
 
     def __call__(self, name):
+        return self._client().get_lock(name.encode())
+
+    def _client(self):
         with self._guard:
-            if self._coord is None:
-                coord = statebus.coordinator(
-                    self.conf, 'mlaccel-pool-%s' % uuid.uuid4().hex)
-                try:
-                    coord.start(start_heart=True)
-                except Exception as exc:
-                    raise PoolUnavailable(statebus.redact(self.conf, exc))
+            if self._coord is not None:
+                return self._coord
+        coord = statebus.coordinator(
+            self.conf, 'mlaccel-pool-%s' % uuid.uuid4().hex)
+        try:
+            coord.start(start_heart=True)
+        except Exception as exc:
+            raise PoolUnavailable(statebus.redact(self.conf, exc))
+        with self._guard:
+            if self._coord is None and not self._stopped:
                 self._coord = coord
-            return self._coord.get_lock(name.encode())
+                return coord
+            current, stopped = self._coord, self._stopped
+        # Another thread's client won the race, or stop() came first.
+        self._stop(coord)
+        if stopped:
+            raise PoolUnavailable('the pool locks were stopped')
+        return current
+
+    def _stop(self, coord):
+        statebus.stop_quietly(coord,
+                              url=self.conf.mlaccel_statebus.backend_url)
 
     def stop(self):
         with self._guard:
             coord, self._coord = self._coord, None
+            self._stopped = True
         if coord is not None:
-            statebus.stop_quietly(
-                coord, url=self.conf.mlaccel_statebus.backend_url)
+            self._stop(coord)

@@ -17,8 +17,10 @@ import stat
 import threading
 
 import fixtures
+from oslo_config import cfg
 import testtools
 
+from mlaccel import conf as mlaccel_conf
 from mlaccel.pool import spec as pool_spec
 from mlaccel.pool import store as pool_store
 
@@ -152,6 +154,48 @@ class TestStore(testcase.TestCase):
         self.assertFalse(released.is_set())
         answer.set()
         self.assertTrue(released.wait(30))
+
+    def test_stopping_the_locks_does_not_wait_for_a_connecting_client(self):
+        """The bus client is a stand-in that connects until told to.
+
+        (A real client's connection attempt to a dead bus lasts about a
+        minute; this one ends when the test says so.)
+        """
+        answer = threading.Event()
+        connecting = threading.Event()
+        stopped = []
+
+        class Client:
+            def start(self, start_heart):
+                connecting.set()
+                answer.wait(60)
+
+            def stop(self):
+                stopped.append(self)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'mlaccel.statebus.coordinator', lambda conf, member: Client()))
+        conf = cfg.ConfigOpts()
+        mlaccel_conf.register_opts(conf)
+        conf([], project='mlaccel')
+        locks = pool_store.BusLocks(conf)
+        raised = []
+
+        def ask():
+            try:
+                locks('mlaccel-pool-x')
+            except pool_store.PoolUnavailable as exc:
+                raised.append(exc)
+        asking = threading.Thread(target=ask)
+        asking.start()
+        self.assertTrue(connecting.wait(30))
+        locks.stop()            # returns while the client still connects
+        self.assertTrue(asking.is_alive())
+        answer.set()
+        asking.join(30)
+        # The client that connected after the stop is stopped, not kept.
+        self.assertEqual(1, len(raised))
+        self.assertEqual(1, len(stopped))
 
     def test_end_idle_counts_once(self):
         state = pool_store.new_state(SPEC, 0, 3, 2)
