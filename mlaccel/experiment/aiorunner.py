@@ -357,5 +357,5 @@ class AioRunner(runner_mod.TaskRunner):
             self.listener.stop()
         if self.brought_up and not self.keep_cloud:
             cloud.down(self.lay, purge=self.purge)
-        elif self.conn is not None:
+        elif self.store is not None:
             self.restore()
