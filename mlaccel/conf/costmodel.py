@@ -50,6 +50,13 @@ OPTS = [
         'warm_start_seconds',
         default=0.1,
         min=0.0,
+        deprecated_for_removal=True,
+        deprecated_reason='Host reports no longer carry warm task-daemon '
+                          'slots (report version 1.1), so the cost model '
+                          'predicts a cold start on every host and never '
+                          'reads this option. Warm starts come from warm '
+                          'pools, which the launcher claims before '
+                          'scheduling.',
         help='Seconds from an ACTIVE VM to its first training step when a '
-             'warm task daemon slot forks the task.'),
+             'warm task daemon slot forks the task. Not used.'),
 ]
