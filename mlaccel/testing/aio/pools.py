@@ -49,8 +49,11 @@ def write_config(lay, interval=1.0):
     return path
 
 
-def start_manager(lay):
-    """Start ``mlaccel-pool-manager`` as a service of the cloud."""
-    return procs.start(lay, SERVICE, [
+def start_manager(lay, name=SERVICE):
+    """Start ``mlaccel-pool-manager`` as service ``name`` of the cloud.
+
+    Managers started under other names compete for the leader lock.
+    """
+    return procs.start(lay, name, [
         lay.bin(SERVICE), '--config-file', config_file(lay),
         '--cloud', CLOUD], env={'OS_CLIENT_CONFIG_FILE': lay.clouds_yaml})
