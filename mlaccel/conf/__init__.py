@@ -37,9 +37,19 @@ _MODULES = (agent, cinder, costmodel, launcher, pool, scheduler, statebus,
 
 
 def register_group(conf, module):
-    """Register one option module's ``GROUP`` and ``OPTS`` on ``conf``."""
-    conf.register_group(module.GROUP)
-    conf.register_opts(module.OPTS, group=module.GROUP)
+    """Register one option module's ``GROUP`` and ``OPTS`` on ``conf``.
+
+    ``conf`` gets a group object of its own: oslo.config keeps a shallow
+    copy of the group it is given, whose option table is the given group's,
+    so registering the module's ``GROUP`` itself would let an override set
+    on one ``ConfigOpts`` show through every other that registered it.
+    """
+    group = module.GROUP
+    conf.register_group(cfg.OptGroup(
+        group.name, title=group.title, help=group.help,
+        dynamic_group_owner=group.dynamic_group_owner,
+        driver_option=group.driver_option))
+    conf.register_opts(module.OPTS, group=group.name)
 
 
 def register_opts(conf):

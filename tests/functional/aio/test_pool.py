@@ -155,17 +155,30 @@ class PoolCloudBase(testtools.TestCase):
                 and len(self.store.read(key)['members']) == size)
 
     def assert_counted(self, key):
-        """Every member made is counted once: made - deleted = held."""
-        state = self.store.read(key)
+        """Every member made is counted once: made - deleted = held.
+
+        The manager may be refilling (a server Nova lists, not yet
+        recorded) or retiring (recorded gone, Nova still deleting): wait
+        until Nova lists exactly the recorded members.
+        """
+        state = self.wait(
+            lambda: (lambda s: s if set(s['members']) == self.servers(key)
+                     else None)(self.store.read(key)),
+            'Nova to list exactly the members of pool %s' % key)
         stats = state['stats']
         self.assertEqual(len(state['members']),
                          stats['created'] - stats['deleted'], stats)
-        self.assertEqual(set(state['members']), self.servers(key))
 
     def assert_gone(self, server_ids):
-        """Nova no longer lists any of ``server_ids`` (no orphan left)."""
-        listed = {s.id for s in self.conn.compute.servers()}
-        self.assertEqual(set(), set(server_ids) & listed)
+        """Nova soon lists none of ``server_ids`` (no orphan left).
+
+        A delete Nova accepted finishes in the background: wait for it.
+        """
+        def left():
+            listed = {s.id for s in self.conn.compute.servers()}
+            return set(server_ids) & listed
+        self.wait(lambda: not left(), 'Nova to delete %s' % (
+            ', '.join(sorted(server_ids)) or 'nothing'))
 
     def assert_replaced(self, key, old):
         """One warm member again, not ``old``, which Nova lists no more."""
