@@ -257,12 +257,12 @@ class AioRunner(runner_mod.TaskRunner):
             rec = self._launch_mlaccel(arm, task, image_id, gb)
         else:
             rec = coldlaunch.ColdLaunch(
-                self.conn, image_id, self.flavor_id, task.vms, task.steps,
-                seed=task.index, notification_url=self.lay.transport_url,
+                self.conn, image_id, self.flavor_id, task.vms, task.args(),
+                notification_url=self.lay.transport_url,
                 conf=self.pool_conf, boot_volume_gb=gb,
                 timeout=TASK_TIMEOUT, name_prefix=STOCK_PREFIX).run()
         rec['request']['args'] = dict(rec['request'].get('args') or {},
-                                      steps=task.steps)
+                                      **task.args())
         self._add_facts(arm, rec, task, image, since)
         return rec
 
@@ -274,8 +274,7 @@ class AioRunner(runner_mod.TaskRunner):
         spec = api.LaunchSpec(
             image_id, self.flavor_id, task.vms,
             taskd_protocol.TaskSpec(
-                'clip', {'steps': task.steps, 'seed': task.index},
-                threads=1, seed=task.index),
+                'clip', task.args(), threads=1, seed=task.index),
             network='none', timeout=TASK_TIMEOUT)
         launch = api.Launch(
             self.conn, spec, listener=self.listener, conf=self.pool_conf,

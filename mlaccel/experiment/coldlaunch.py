@@ -45,11 +45,16 @@ LOG = logging.getLogger(__name__)
 POLL_INTERVAL = 2.0
 
 
-def user_data(steps, seed, threads=1):
-    """cloud-config starting the example task cold, its times printed."""
-    argv = ['python3', '-m', 'mlaccel.tasks.clip', '--steps', str(steps),
-            '--seed', str(seed), '--threads', str(threads),
-            '--print-times']
+def user_data(args, threads=1):
+    """cloud-config starting the example task cold, its times printed.
+
+    :param args: the task's arguments (``steps``, ``seed``, ...), given
+        as the options of ``python -m mlaccel.tasks.clip``.
+    """
+    argv = ['python3', '-m', 'mlaccel.tasks.clip']
+    for name, value in sorted(args.items()):
+        argv += ['--' + name.replace('_', '-'), str(value)]
+    argv += ['--threads', str(threads), '--print-times']
     return '#cloud-config\n' + yaml.safe_dump({'runcmd': [argv]})
 
 
@@ -61,7 +66,7 @@ class ColdLaunch:
     :param boot_volume_gb: boot from a new volume of this size.
     """
 
-    def __init__(self, conn, image_id, flavor_id, count, steps, seed=1,
+    def __init__(self, conn, image_id, flavor_id, count, args,
                  notification_url=None, conf=None, boot_volume_gb=None,
                  timeout=1800.0, name_prefix='mlaccel-stock',
                  poll_interval=POLL_INTERVAL):
@@ -70,8 +75,7 @@ class ColdLaunch:
         self.image_id = image_id
         self.flavor_id = flavor_id
         self.count = count
-        self.steps = steps
-        self.seed = seed
+        self.args = dict(args)
         self.notification_url = notification_url
         self.conf = conf or mlaccel_conf.CONF
         self._failed = threading.Event()
@@ -81,7 +85,7 @@ class ColdLaunch:
                                              name_prefix, boot_volume_gb)
         self.request = {'image': image_id, 'flavor': flavor_id,
                         'count': count, 'entry': 'clip (cold, user-data)',
-                        'args': {'steps': steps, 'seed': seed},
+                        'args': dict(args),
                         'network': 'none', 'server_group': None,
                         'timeout': timeout,
                         'boot_volume_gb': boot_volume_gb}
@@ -141,7 +145,7 @@ class ColdLaunch:
         observed['requested'] = time.time()
         server = self.servers.create(
             index, self.image_id, self.flavor_id,
-            user_data=user_data(self.steps, self.seed))
+            user_data=user_data(self.args))
         vm['server_id'] = server.id
         server = self.conn.compute.wait_for_server(
             server, interval=self.poll_interval,

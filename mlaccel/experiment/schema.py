@@ -75,6 +75,7 @@ WORKLOAD = {
                 'entry': {'type': 'string', 'minLength': 1},
                 'steps': _COUNT,
                 'step_seconds': _POSITIVE,
+                'device_ms': _NONNEG,
                 'threads': _COUNT,
                 'min_running_share': {'type': 'number', 'minimum': 0,
                                       'maximum': 1}}},

@@ -49,6 +49,8 @@ class Task:
     :ivar at: seconds after the start of the arm's run.
     :ivar boot: :data:`IMAGE` (image-backed servers) or :data:`VOLUME`
         (boot from a volume made from the image).
+    :ivar device_ms: the accelerator wait of each step (``--device-ms`` of
+        :mod:`mlaccel.tasks.clip`).
     """
 
     index: int
@@ -57,6 +59,14 @@ class Task:
     vms: int
     boot: str
     steps: int
+    device_ms: float = 0.0
+
+    def args(self):
+        """The example task's arguments for this task, in either arm."""
+        args = {'steps': self.steps, 'seed': self.index}
+        if self.device_ms:
+            args['device_ms'] = self.device_ms
+        return args
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,26 +137,69 @@ def _arrivals(shape, rng):
     return sorted(round(t, 3) for t in times)
 
 
+def _apportion(weights, count):
+    """Whole shares of ``count`` in proportion to ``weights``.
+
+    Largest remainder: the shares sum to ``count`` and each is within one
+    of its exact proportion.
+    """
+    total = float(sum(weights))
+    exact = [count * w / total for w in weights]
+    shares = [int(e) for e in exact]
+    order = sorted(range(len(weights)), key=lambda i: shares[i] - exact[i])
+    for i in order[:count - sum(shares)]:
+        shares[i] += 1
+    return shares
+
+
+def _mix(values, weights, count, rng):
+    """``count`` values in the proportions of ``weights``, shuffled."""
+    mixed = [value for value, share in zip(values, _apportion(weights, count))
+             for _ in range(share)]
+    rng.shuffle(mixed)
+    return mixed
+
+
+def _vm_counts(bounds, count, rng):
+    """``count`` VM counts spread evenly over ``[min, max]``, shuffled.
+
+    The i-th is the midpoint quantile of the uniform distribution on the
+    bounds, so every workload of the shape asks for the same VMs in all.
+    """
+    low, high = bounds['min'], bounds['max']
+    counts = [low + int((i + 0.5) / count * (high - low + 1))
+              for i in range(count)]
+    rng.shuffle(counts)
+    return counts
+
+
 def generate(shape, seed=None):
     """Draw the :class:`Workload` of ``shape`` with ``seed``.
 
     The same shape and seed always give the same tasks; ``seed=None``
-    takes the shape's own. The image of each task is drawn by the images'
-    ``weight`` (equal by default), its VM count uniformly between the
-    bounds, image- or volume-backed by ``boot_from_volume``.
+    takes the shape's own. The shape fixes the mix: how many tasks use
+    each image (in proportion to the images' ``weight``, equal by
+    default), how many boot from a volume (``boot_from_volume``), and the
+    VM counts (spread evenly between the bounds). The seed draws which
+    task gets which, and the arrival times. Stratified this way, two seeds
+    give workloads of the same size and mix that differ in order and
+    timing, not in how much there is to do.
     """
     seed = shape['seed'] if seed is None else seed
     rng = random.Random(seed)
     images = tuple(Image(i['name'], i['size_mib'] * MIB, i.get('hot', False))
                    for i in shape['images'])
-    weights = [i.get('weight', 1.0) for i in shape['images']]
-    vms = shape['tasks']['vms']
+    count = shape['tasks']['count']
+    names = _mix([i.name for i in images],
+                 [i.get('weight', 1.0) for i in shape['images']], count, rng)
     volume_share = shape['tasks'].get('boot_from_volume', 0.0)
+    boots = _mix([VOLUME, IMAGE], [volume_share, 1.0 - volume_share],
+                 count, rng)
+    vms = _vm_counts(shape['tasks']['vms'], count, rng)
+    task = shape['task']
     tasks = tuple(
-        Task(index, at, rng.choices(images, weights)[0].name,
-             rng.randint(vms['min'], vms['max']),
-             VOLUME if rng.random() < volume_share else IMAGE,
-             shape['task']['steps'])
+        Task(index, at, names[index], vms[index], boots[index],
+             task['steps'], task.get('device_ms', 0.0))
         for index, at in enumerate(_arrivals(shape, rng)))
     return Workload(shape, seed, images, tasks)
 

@@ -167,6 +167,7 @@ def train(opts):
         Pictures(int(opts['train_size']), seed), shuffle=True,
         batch_size=int(opts['batch_size']), drop_last=True,
         generator=torch.Generator().manual_seed(seed))
+    device = float(opts.get('device_ms') or 0.0) / 1000.0
     losses = []
     while len(losses) < opts['steps']:
         for images, tokens in loader:
@@ -175,6 +176,8 @@ def train(opts):
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
+            if device:
+                time.sleep(device)
             if len(losses) == 1:
                 tasks.report_first_step()
             if len(losses) >= opts['steps']:

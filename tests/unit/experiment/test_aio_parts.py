@@ -40,13 +40,14 @@ class ColdTaskTest(testcase.TestCase):
 
     def test_user_data_starts_the_task_on_the_test_driver(self):
         root = self.useFixture(fixtures.TempDir()).path
-        text = coldlaunch.user_data(7, 3)
+        text = coldlaunch.user_data({'steps': 7, 'seed': 3,
+                                     'device_ms': 2.5})
         guest = cloudinit.guest(base64.b64encode(text.encode()).decode(),
                                 ['mlaccel-taskd', 'python -m mlaccel.'],
                                 root)
         self.assertIsNotNone(guest)
-        self.assertEqual(['-m', 'mlaccel.tasks.clip', '--steps', '7',
-                          '--seed', '3', '--threads', '1',
+        self.assertEqual(['-m', 'mlaccel.tasks.clip', '--device-ms', '2.5',
+                          '--seed', '3', '--steps', '7', '--threads', '1',
                           '--print-times'], guest.argv[1:])
 
     def test_read_times_first_of_each_event(self):

@@ -68,6 +68,45 @@ class TestDefaultWorkload(testcase.TestCase):
                     for t in made.tasks) / len(made.tasks)
         self.assertAlmostEqual(0.25, share, delta=0.04)
 
+    def test_seeds_of_a_shape_share_its_mix(self):
+        shape = workload.load_shape()
+        shape['tasks'] = dict(shape['tasks'], count=7,
+                              boot_from_volume=0.3)
+
+        def mix(made):
+            return (sorted(t.image for t in made.tasks),
+                    sorted(t.boot for t in made.tasks),
+                    sorted(t.vms for t in made.tasks))
+        first = workload.generate(shape, seed=1)
+        self.assertEqual(mix(first), mix(workload.generate(shape, seed=2)))
+        images, boots, vms = mix(first)
+        self.assertEqual(2, boots.count(workload.VOLUME))
+        self.assertEqual([1, 1, 2, 3, 3, 4, 4], vms)
+        # Equal weights: the seven tasks spread 3, 2, 2 over the images.
+        self.assertEqual([2, 2, 3], sorted(images.count(i.name)
+                                            for i in first.images))
+
+    def test_image_weights_set_the_share_of_tasks(self):
+        shape = workload.load_shape()
+        shape['tasks'] = dict(shape['tasks'], count=10)
+        weights = [1, 3, 6]
+        shape['images'] = [dict(i, weight=w)
+                           for i, w in zip(shape['images'], weights)]
+        made = workload.generate(shape, seed=5)
+        self.assertEqual(weights, [sum(t.image == i['name']
+                                       for t in made.tasks)
+                                   for i in shape['images']])
+
+    def test_device_wait_reaches_the_task_arguments(self):
+        shape = workload.load_shape()
+        shape['task'] = dict(shape['task'], device_ms=12.5)
+        task = workload.generate(shape).tasks[1]
+        self.assertEqual({'steps': shape['task']['steps'], 'seed': 1,
+                          'device_ms': 12.5}, task.args())
+        shape['task'].pop('device_ms')
+        self.assertNotIn('device_ms', workload.generate(
+            shape).tasks[1].args())
+
     def test_round_trip_through_a_dict(self):
         made = workload.load(seed=4)
         self.assertEqual(made, workload.Workload.from_dict(made.to_dict()))

@@ -71,6 +71,17 @@ class TestClip(testcase.TestCase):
     def test_unknown_argument_refused(self):
         self.assertRaises(ValueError, clip.main, {'stpes': 3})
 
+    def test_device_wait_leaves_the_training_unchanged(self):
+        plain = clip.main({'steps': 3, 'seed': 2})
+        waited = clip.main({'steps': 3, 'seed': 2, 'device_ms': 1})
+        self.assertEqual(outcome(plain), outcome(waited))
+
+    def test_negative_device_wait_refused(self):
+        for bad in (-1, 'nan'):
+            exc = self.assertRaises(ValueError, clip.main,
+                                    {'steps': 3, 'device_ms': bad})
+            self.assertIn('device_ms', str(exc))
+
 
 class TestClipUnderTaskd(testcase.TestCase):
 
