@@ -17,7 +17,8 @@ the cloud before each run). Arms are interleaved: each repetition runs
 every arm once, in an order drawn with the seed, never the order of the
 repetition before it (when there are two arms or more), so that no arm
 always meets a cloud another arm has just warmed. The first ``warmup``
-repetitions are run and discarded.
+repetitions are run and discarded; they run the workload's short warm-up
+(:meth:`mlaccel.experiment.workload.Workload.warmup`).
 """
 
 import dataclasses

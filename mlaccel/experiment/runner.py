@@ -174,17 +174,17 @@ def execute(runner, workload, arms, repetitions=protocol.MIN_REPETITIONS,
     try:
         out['preconditions'] = dict(runner.prepare(workload) or {})
         for run in runs:
+            made = workload.warmup() if run.warmup else workload
             runner.reset(run.arm)
             label = 'rep %d%s %s' % (run.repetition,
                                      ' (warm-up)' if run.warmup else '',
                                      run.arm.name)
-            with tqdm.tqdm(total=len(workload.tasks), desc=label,
+            with tqdm.tqdm(total=len(made.tasks), desc=label,
                            unit='task', disable=not progress,
                            leave=True) as bar:
-                outcome = runner.run(run.arm, workload,
+                outcome = runner.run(run.arm, made,
                                      lambda record: bar.update(1))
-            out['runs'].append(results_mod.run_entry(run, outcome,
-                                                     workload))
+            out['runs'].append(results_mod.run_entry(run, outcome, made))
             if on_run is not None:
                 on_run(out)
     finally:

@@ -33,6 +33,8 @@ PRODUCTION = os.path.join(os.path.dirname(__file__), 'data',
 MIB = 1 << 20
 IMAGE = 'image'
 VOLUME = 'volume'
+#: Most steps a task of a warm-up run takes (:meth:`Workload.warmup`).
+WARMUP_STEPS = 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +87,23 @@ class Workload:
 
     def vm_count(self):
         return sum(task.vms for task in self.tasks)
+
+    def warmup(self, steps=WARMUP_STEPS):
+        """The short workload of a warm-up run.
+
+        The first task of each boot kind, arriving at once, with at most
+        ``steps`` steps: every path a run takes (image download, volume
+        copy, cold start or pool claim) is taken once, for the services'
+        first-use costs, without the whole workload's time.
+        """
+        firsts = {}
+        for task in self.tasks:
+            firsts.setdefault(task.boot, task)
+        tasks = tuple(dataclasses.replace(task, at=0.0,
+                                          steps=min(task.steps, steps))
+                      for task in sorted(firsts.values(),
+                                         key=lambda t: t.index))
+        return dataclasses.replace(self, tasks=tasks)
 
     def to_dict(self):
         return {'shape': self.shape, 'seed': self.seed,

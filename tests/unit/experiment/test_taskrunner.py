@@ -35,14 +35,18 @@ class _Launches(runner.TaskRunner):
     kind = 'threads'
     time_scale = 0.0
 
-    def __init__(self, parties, fail=None):
-        self.barrier = threading.Barrier(parties, timeout=20)
+    def __init__(self, fail=None):
+        self.barrier = None
         self.fail = fail
         self.reset_arms = []
 
     def reset(self, arm):
         self.reset_arms.append(arm.name)
-        self.barrier.reset()
+
+    def run(self, arm, workload, done):
+        # Every task of the run launches at the same time.
+        self.barrier = threading.Barrier(len(workload.tasks), timeout=20)
+        return super().run(arm, workload, done)
 
     def launch(self, arm, workload, task):
         self.barrier.wait()
@@ -67,12 +71,18 @@ class TestTaskRunner(testcase.TestCase):
     def test_tasks_overlap_and_a_failed_launch_is_kept_as_failed(self):
         logged = self.useFixture(fixtures.FakeLogger())
         made = wl.load()
-        launches = _Launches(len(made.tasks), fail=2)
+        launches = _Launches(fail=2)
         out = runner.execute(launches, made, arms.main_arms(),
                              progress=False)
         self.assertEqual(launches.reset_arms,
                          [r['arm'] for r in out['runs']])
-        for run in out['runs']:
+        warmups = [run for run in out['runs'] if run['warmup']]
+        self.assertEqual(len(arms.main_arms()), len(warmups))
+        short = made.warmup()
+        for run in warmups:
+            self.assertEqual([t.index for t in short.tasks],
+                             [r['experiment_task'] for r in run['records']])
+        for run in out['runs'][len(warmups):]:
             self.assertEqual(list(range(len(made.tasks))),
                              [r['experiment_task'] for r in run['records']])
             outcomes = [r['outcome'] for r in run['records']]
@@ -94,7 +104,7 @@ class TestTaskRunner(testcase.TestCase):
 
     def test_each_finished_run_is_handed_over_as_it_ends(self):
         made = wl.load()
-        launches = _Launches(len(made.tasks))
+        launches = _Launches()
         seen = []
         out = runner.execute(launches, made, arms.main_arms(),
                              progress=False,

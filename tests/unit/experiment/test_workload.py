@@ -83,8 +83,8 @@ class TestDefaultWorkload(testcase.TestCase):
         self.assertEqual(2, boots.count(workload.VOLUME))
         self.assertEqual([1, 1, 2, 3, 3, 4, 4], vms)
         # Equal weights: the seven tasks spread 3, 2, 2 over the images.
-        self.assertEqual([2, 2, 3], sorted(images.count(i.name)
-                                            for i in first.images))
+        counts = sorted(images.count(i.name) for i in first.images)
+        self.assertEqual([2, 2, 3], counts)
 
     def test_image_weights_set_the_share_of_tasks(self):
         shape = workload.load_shape()
@@ -106,6 +106,19 @@ class TestDefaultWorkload(testcase.TestCase):
         shape['task'].pop('device_ms')
         self.assertNotIn('device_ms', workload.generate(
             shape).tasks[1].args())
+
+    def test_warmup_takes_each_boot_kind_once_short_and_at_once(self):
+        made = workload.load()
+        short = made.warmup(steps=5)
+        self.assertEqual([workload.IMAGE, workload.VOLUME],
+                         sorted(t.boot for t in short.tasks))
+        firsts = [next(t for t in made.tasks if t.boot == boot)
+                  for boot in (workload.IMAGE, workload.VOLUME)]
+        self.assertEqual(sorted(t.index for t in firsts),
+                         [t.index for t in short.tasks])
+        self.assertTrue(all(t.at == 0 and t.steps == 5
+                            for t in short.tasks))
+        self.assertEqual(made.images, short.images)
 
     def test_round_trip_through_a_dict(self):
         made = workload.load(seed=4)
