@@ -206,10 +206,16 @@ class AioRunner(runner_mod.TaskRunner):
             aiostate.empty_pools(self.conn, self.store)
         self.switch.set_agents(False)
         aiostate.empty_image_caches(self.lay)
+        stopped = []
         if self.lay.settings.cinder:
+            # The mirror driver pre-warms hot images: it would make their
+            # golden volumes again while they are being deleted.
+            if self.switch.set_mirror(False):
+                stopped.append('cinder')
             aiostate.empty_volume_cache(self.conn)
         self.mark = aiocosts.LogMark(self.lay)
-        restarted = self.switch.apply(arm)
+        restarted = stopped + [name for name in self.switch.apply(arm)
+                               if name not in stopped]
         self._seen = set()
         self._copies = []
         if arm.on(arms_mod.POOL):
