@@ -24,6 +24,7 @@ processes: creation costs what a compute does around a hypervisor
 (scheduling, image download, volume copies), not a guest's boot.
 """
 
+import itertools
 import math
 import os
 import sys
@@ -74,16 +75,16 @@ def launcher_path(arm):
     return arm.on(arms_mod.TASKD) or arm.on(arms_mod.POOL)
 
 
-def pool_bounds(workload, image, window=None):
-    """``(min, max)`` members of ``image``'s pool.
+def pool_bounds(workload, image, boot, window=None):
+    """``(min, max)`` members of the pool of ``image`` booted as ``boot``.
 
-    At least the image's peak demand, the most VMs its tasks ask for
+    At least the pool's peak demand, the most VMs its tasks ask for
     within ``window`` seconds (:data:`PEAK_WINDOW`), as an operator sizing
     for a burst would; at most all its VMs in the workload. The manager
     sizes the pool between them by Little's law.
     """
     window = PEAK_WINDOW if window is None else window
-    tasks = [t for t in workload.tasks if t.image == image]
+    tasks = [t for t in workload.tasks if t.image == image and t.boot == boot]
     if not tasks:
         return 0, 0
     peak = max(sum(o.vms for o in tasks if t.at <= o.at <= t.at + window)
@@ -93,6 +94,11 @@ def pool_bounds(workload, image, window=None):
 
 def volume_gb(image_bytes):
     return max(1, math.ceil(image_bytes / GIB))
+
+
+def boot_volume_gb(image, boot):
+    """The boot volume's GiB for ``image`` booted as ``boot``, or ``None``."""
+    return volume_gb(image.size) if boot == workload_mod.VOLUME else None
 
 
 class AioRunner(runner_mod.TaskRunner):
@@ -224,20 +230,24 @@ class AioRunner(runner_mod.TaskRunner):
             arm.name, time.monotonic() - started,
             ', '.join(restarted) or 'nothing'), file=sys.stderr, flush=True)
 
-    def _pool_spec(self, arm, image_id):
+    def _pool_spec(self, arm, image_id, boot_gb=None):
         launcher = self.pool_conf.mlaccel_launcher
         return pool_spec.PoolSpec(
             self.project_id, image_id, self.flavor_id,
             preload=self._preload(arm), network='none',
-            taskd_port=launcher.taskd_port)
+            taskd_port=launcher.taskd_port, boot_volume_gb=boot_gb)
 
     def _fill_pools(self, arm):
+        """A pool per image and boot kind the workload uses, filled."""
         keys = []
-        for image in self.workload.images:
-            low, high = pool_bounds(self.workload, image.name)
+        for image, boot in itertools.product(
+                self.workload.images, (workload_mod.IMAGE,
+                                       workload_mod.VOLUME)):
+            low, high = pool_bounds(self.workload, image.name, boot)
             if not high:
                 continue
-            spec = self._pool_spec(arm, self.images[image.name])
+            spec = self._pool_spec(arm, self.images[image.name],
+                                   boot_volume_gb(image, boot))
             with self.store.transaction(spec.key, create=pool_store.new_state(
                     spec, low, high, POOL_MAX_TASKS)):
                 pass
@@ -256,8 +266,7 @@ class AioRunner(runner_mod.TaskRunner):
     def launch(self, arm, workload, task):
         image = workload.image(task.image)
         image_id = self.images[task.image]
-        gb = volume_gb(image.size) if task.boot == workload_mod.VOLUME \
-            else None
+        gb = boot_volume_gb(image, task.boot)
         since = time.time()
         if launcher_path(arm):
             rec = self._launch_mlaccel(arm, task, image_id, gb)

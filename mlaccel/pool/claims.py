@@ -83,7 +83,8 @@ class Claimer:
         return pool_spec.PoolSpec(
             self.project_id, image_id, flavor_id,
             preload=launch.opts['preload'], server_group_id=group_id,
-            network=launch.network, taskd_port=launch.opts['taskd_port'])
+            network=launch.network, taskd_port=launch.opts['taskd_port'],
+            boot_volume_gb=launch.servers.boot_volume_gb)
 
     def claim(self, launch, image_id, flavor_id, group_id):
         """Give ``launch`` pooled members for as many VMs as possible.

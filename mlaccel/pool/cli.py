@@ -69,6 +69,9 @@ def build_parser():
     create.add_argument('--preload', help='comma-separated modules '
                         '(default: [mlaccel_launcher] preload)')
     create.add_argument('--taskd-port', type=_count)
+    create.add_argument('--boot-volume-gb', type=_count,
+                        help='members boot from a volume of this many GiB '
+                             'made from the image (default: image-backed)')
     create.add_argument('--min', type=_count, default=0, dest='min_size')
     create.add_argument('--max', type=_count, required=True,
                         dest='max_size')
@@ -142,7 +145,8 @@ def _create(conf, conn, store, args):
         claims.project_of(conn), image, flavor, preload=preload,
         server_group_id=group,
         network=launch_cmd._networks(conn, args.network),
-        taskd_port=args.taskd_port or launcher.taskd_port)
+        taskd_port=args.taskd_port or launcher.taskd_port,
+        boot_volume_gb=args.boot_volume_gb)
     state = pool_store.new_state(
         spec, args.min_size, args.max_size,
         args.max_tasks or conf.mlaccel_pool.max_tasks)

@@ -61,6 +61,7 @@ def build(conn, spec, *, listener, conf=None, timeout=600.0, **options):
                              timeout=timeout),
         listener=listener, conf=conf, name_prefix=name_prefix(spec.key),
         preload=list(spec.preload), taskd_port=spec.taskd_port, **options)
+    launch.servers.boot_volume_gb = spec.boot_volume_gb
     # The launch's own steps up to "every daemon ready"; no task follows.
     launch._deadline = time.monotonic() + timeout
     poller = threading.Thread(target=launch._poll, daemon=True,

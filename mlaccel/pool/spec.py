@@ -24,7 +24,10 @@ class PoolSpec:
     Ids, not names: a launch resolves its names first, so two names of one
     image meet in one pool. ``preload`` is the taskd preload profile,
     ``network`` as the launcher passes it to Nova (``'none'``, ``'auto'``
-    or a list of ``{'uuid': id}``).
+    or a list of ``{'uuid': id}``). ``boot_volume_gb``: the members boot
+    from a volume of this many GiB made from the image (``None``:
+    image-backed); a launch asking for a boot volume never gets an
+    image-backed member, nor the other way round.
     """
 
     project_id: str
@@ -34,6 +37,7 @@ class PoolSpec:
     server_group_id: str = None
     network: object = 'none'
     taskd_port: int = 7070
+    boot_volume_gb: int = None
 
     def __post_init__(self):
         object.__setattr__(self, 'preload', tuple(self.preload))
@@ -44,6 +48,11 @@ class PoolSpec:
             if not isinstance(getattr(self, name), str) or \
                     not getattr(self, name):
                 raise ValueError('%s must be a non-empty string' % name)
+        size = self.boot_volume_gb
+        if size is not None and (isinstance(size, bool) or not isinstance(
+                size, int) or size < 1):
+            raise ValueError('boot_volume_gb must be a whole number of GiB '
+                             '(1 or more) or None, got %r' % (size,))
 
     @property
     def key(self):
@@ -62,6 +71,9 @@ class PoolSpec:
         data = dataclasses.asdict(self)
         data['preload'] = list(self.preload)
         data['network'] = self.networks
+        if self.boot_volume_gb is None:
+            # Image-backed pools keep the keys they had before the field.
+            del data['boot_volume_gb']
         return data
 
     @classmethod

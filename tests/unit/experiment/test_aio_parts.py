@@ -97,15 +97,24 @@ class ArmPathTest(testcase.TestCase):
         self.assertFalse(aiorunner.launcher_path(arms.only(arms.MIRROR)))
         self.assertTrue(aiorunner.launcher_path(arms.without(arms.TASKD)))
 
-    def test_pool_bounds(self):
+    def test_pool_bounds_per_image_and_boot_kind(self):
         made = wl.Workload({}, 1, (wl.Image('a', 1), wl.Image('b', 1)), (
-            wl.Task(0, 0.0, 'a', 2, wl.IMAGE, 5),
+            wl.Task(0, 0.0, 'a', 2, wl.VOLUME, 5),
             wl.Task(1, 1.0, 'a', 3, wl.VOLUME, 5),
-            wl.Task(2, 30.0, 'a', 4, wl.VOLUME, 5)))
-        # The burst of the first two is the peak within 10 s.
-        self.assertEqual((5, 9), aiorunner.pool_bounds(made, 'a'))
-        self.assertEqual((4, 9), aiorunner.pool_bounds(made, 'a', 0.5))
-        self.assertEqual((0, 0), aiorunner.pool_bounds(made, 'b'))
+            wl.Task(2, 5.0, 'a', 6, wl.IMAGE, 5),
+            wl.Task(3, 30.0, 'a', 4, wl.VOLUME, 5)))
+        # The burst of the first two is the volume pool's peak within 10 s;
+        # the image-backed task has a pool of its own.
+        self.assertEqual((5, 9), aiorunner.pool_bounds(made, 'a', wl.VOLUME))
+        self.assertEqual((4, 9), aiorunner.pool_bounds(made, 'a', wl.VOLUME,
+                                                       0.5))
+        self.assertEqual((6, 6), aiorunner.pool_bounds(made, 'a', wl.IMAGE))
+        self.assertEqual((0, 0), aiorunner.pool_bounds(made, 'b', wl.IMAGE))
+
+    def test_boot_volume_holds_the_image(self):
+        image = wl.Image('a', (1 << 30) + 1)
+        self.assertEqual(2, aiorunner.boot_volume_gb(image, wl.VOLUME))
+        self.assertIsNone(aiorunner.boot_volume_gb(image, wl.IMAGE))
 
 
 class LogCostsTest(testcase.TestCase):

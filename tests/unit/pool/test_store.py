@@ -41,8 +41,20 @@ class TestSpec(testcase.TestCase):
                       pool_spec.PoolSpec('proj', 'img', 'flv', ['json'],
                                          server_group_id='g'),
                       pool_spec.PoolSpec('proj', 'img', 'flv', ['json'],
-                                         network=[{'uuid': 'n'}])):
+                                         network=[{'uuid': 'n'}]),
+                      pool_spec.PoolSpec('proj', 'img', 'flv', ['json'],
+                                         boot_volume_gb=2)):
             self.assertNotEqual(SPEC.key, other.key)
+
+    def test_image_backed_key_is_the_one_before_boot_volumes(self):
+        # Pools made before specs had boot_volume_gb keep their keys.
+        self.assertNotIn('boot_volume_gb', SPEC.to_dict())
+        self.assertEqual('9f8ebd00a86ce0ae', SPEC.key)
+        self.assertNotEqual(
+            pool_spec.PoolSpec('proj', 'img', 'flv', ['json'],
+                               boot_volume_gb=1).key,
+            pool_spec.PoolSpec('proj', 'img', 'flv', ['json'],
+                               boot_volume_gb=2).key)
 
     def test_round_trip(self):
         spec = pool_spec.PoolSpec('p', 'i', 'f', ['a'], 'g',
@@ -50,9 +62,16 @@ class TestSpec(testcase.TestCase):
         again = pool_spec.PoolSpec.from_dict(spec.to_dict())
         self.assertEqual(spec, again)
         self.assertEqual([{'uuid': 'n'}], again.networks)
+        volume = pool_spec.PoolSpec('p', 'i', 'f', boot_volume_gb=3)
+        self.assertEqual(volume,
+                         pool_spec.PoolSpec.from_dict(volume.to_dict()))
 
     def test_bad_spec(self):
         self.assertRaises(ValueError, pool_spec.PoolSpec, 'p', '', 'f')
+        for size in (0, -1, 1.5, '2', True):
+            exc = self.assertRaises(ValueError, pool_spec.PoolSpec, 'p', 'i',
+                                    'f', boot_volume_gb=size)
+            self.assertIn('boot_volume_gb', str(exc))
 
 
 class TestStore(testcase.TestCase):
