@@ -132,7 +132,15 @@ def _fresh(rows):
 
 
 def _fit_creation(rows, sources):
-    """``(build_seconds, download_bandwidth)`` by least squares."""
+    """``(build_seconds, download_bandwidth)``, first estimates.
+
+    Least squares when the downloads' sizes tell build from transfer;
+    when they cannot (one size only, or VMs that queued together hiding
+    the slope), build is half the quickest creation and the bandwidth the
+    median of each downloading VM's bytes over the rest of its creation.
+    Either way :func:`refine` then fits both to the measured creations
+    with the simulator, which models the queueing.
+    """
     image = [row for row in _fresh(rows)
              if row['facts']['boot'] == workload_mod.IMAGE]
     if len(image) < 2:
@@ -141,18 +149,28 @@ def _fit_creation(rows, sources):
     size = numpy.array([row['facts']['glance_bytes'] for row in image],
                        dtype=float)
     creation = numpy.array([row['durations']['creation'] for row in image])
-    if numpy.ptp(size) == 0:
-        raise CalibrationError('every fresh image-backed VM downloaded %d '
-                               'bytes: cannot tell build from download'
-                               % size[0])
-    design = numpy.column_stack([numpy.ones_like(size), size])
-    (build, per_byte), *_ = numpy.linalg.lstsq(design, creation, rcond=None)
-    if per_byte <= 0:
-        raise CalibrationError('creation does not grow with the bytes '
-                               'downloaded (slope %.3g s/byte)' % per_byte)
+    if not size.any():
+        raise CalibrationError('no fresh image-backed VM downloaded its '
+                               'image: cannot fit the download bandwidth')
+    if numpy.ptp(size) > 0:
+        design = numpy.column_stack([numpy.ones_like(size), size])
+        (build, per_byte), *_ = numpy.linalg.lstsq(design, creation,
+                                                   rcond=None)
+        if per_byte > 0 and build >= 0:
+            sources['build_seconds'] = sources['download_bandwidth'] = (
+                'least squares over %d image-backed VMs, refined'
+                % len(image))
+            return float(build), float(1.0 / per_byte)
+        why = 'slope %.3g s/byte, intercept %.3g s' % (per_byte, build)
+    else:
+        why = 'all downloaded %d bytes' % size[0]
+    build = 0.5 * float(creation.min())
+    bandwidth = float(numpy.median([b / max(c - build, 1e-3)
+                                    for b, c in zip(size, creation) if b]))
     sources['build_seconds'] = sources['download_bandwidth'] = (
-        'least squares over %d image-backed VMs, refined' % len(image))
-    return max(float(build), 0.0), float(1.0 / per_byte)
+        'rough estimate from %d image-backed VMs (least squares cannot '
+        'separate build from download: %s), refined' % (len(image), why))
+    return build, bandwidth
 
 
 def _fit_volumes(rows, build, sources):

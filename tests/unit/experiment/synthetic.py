@@ -50,13 +50,18 @@ STEPS = 10000
 
 
 def spaced_workload(seed=None, spacing=SPACING):
-    """The default workload's tasks, ``spacing`` seconds apart.
+    """Tasks of the default workload's images, ``spacing`` seconds apart.
 
-    Each of :data:`STEPS` steps: the model's own, not the shipped file's.
+    Six tasks, half of them image-backed (downloads of several sizes, so
+    that build and bandwidth are identifiable), each of :data:`STEPS`
+    steps: the model's own, not the shipped file's.
     """
-    made = workload_mod.load(seed=seed)
-    shape = dict(made.shape, task=dict(made.shape['task'], steps=STEPS))
-    return dataclasses.replace(made, shape=shape, tasks=tuple(
+    shape = workload_mod.load_shape()
+    shape = dict(shape, tasks=dict(shape['tasks'], count=6,
+                                   boot_from_volume=0.5),
+                 task=dict(shape['task'], steps=STEPS))
+    made = workload_mod.generate(shape, seed)
+    return dataclasses.replace(made, tasks=tuple(
         dataclasses.replace(task, at=spacing * (index + 1), steps=STEPS)
         for index, task in enumerate(made.tasks)))
 

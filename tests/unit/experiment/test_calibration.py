@@ -70,6 +70,30 @@ class TestFit(testcase.TestCase):
         self.assertIn('cal.json: build_seconds:', str(error))
         self.assertNotIn('\n', str(error))
 
+    def test_downloads_of_one_size_fall_back_to_a_rough_estimate(self):
+        # Build and bandwidth cannot be told apart when every image-backed
+        # VM downloaded as much: a first estimate for the refinement.
+        results = synthetic.results(seed=1)
+        for run in results['runs']:
+            for record in run['records']:
+                for vm in record['vms']:
+                    if vm['facts']['boot'] == workload.IMAGE:
+                        vm['facts']['glance_bytes'] = 1 << 30
+        fitted = calibration.fit(results)
+        self.assertIn('rough estimate', fitted.sources['build_seconds'])
+        self.assertGreater(fitted.download_bandwidth, 0)
+        self.assertGreaterEqual(fitted.build_seconds, 0)
+
+    def test_records_without_downloads_cannot_fit_the_bandwidth(self):
+        results = synthetic.results(seed=1)
+        for run in results['runs']:
+            for record in run['records']:
+                for vm in record['vms']:
+                    vm['facts']['glance_bytes'] = 0
+        error = self.assertRaises(calibration.CalibrationError,
+                                  calibration.fit, results)
+        self.assertIn('download', str(error))
+
     def test_records_without_copies_cannot_fit_the_copy_bandwidth(self):
         results = synthetic.results(arms=[arms.only(arms.MIRROR)])
         for run in results['runs']:
