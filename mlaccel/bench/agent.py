@@ -13,8 +13,9 @@
 """mlaccel-agent on the all-in-one cloud: pre-fetch, and build pacing.
 
 ``python -m mlaccel.bench agent [--image-mib 1024] [--host HOST]
-[--burst 20] [--burst-image-mib 32]`` runs against the all-in-one cloud
-named by ``$MLACCEL_AIO_BASE`` (``python -m mlaccel.testing.aio up``).
+[--burst 20] [--burst-image-mib 32] [--repetitions 3] [--seed 0]`` runs
+against the all-in-one cloud named by ``$MLACCEL_AIO_BASE`` (``python -m
+mlaccel.testing.aio up``).
 
 *First boot.* It uploads an image of random bytes to Glance, boots one
 server with it on the last compute while that compute's image cache lacks
@@ -22,26 +23,30 @@ it (the build downloads it), deletes it and the cached file, then
 pre-fetches the image into that cache with the agent's Glance fetcher and
 boots again. Each boot is timed from the create request to ACTIVE.
 
-*Burst.* ``--burst`` servers, each of an image of its own (so every build
-downloads its image through nova-compute, the real build path), are asked
-for at once; the makespan runs from the first create request to the last
-server ACTIVE. Stock: the agents stopped (no reports, the scheduler acts as
-stock Nova) and every compute restarted with ``max_concurrent_builds`` set
-to each of 1, 2, 4 and 10 in turn. mlaccel: the agents running, nova-compute
-at its default bound, builds paced by the agents' adaptive limits; it runs
-first, so that the agents see no demand for the burst's images from the
-other arms. Caches are emptied before each burst. The last line is::
+*Burst.* ``--burst`` servers, each of an image of its own uploaded for
+that burst (so every build downloads its image through nova-compute, the
+real build path, and no arm meets images an earlier one asked for), are
+asked for at once; the makespan runs from the first create request to the
+last server ACTIVE. Stock: the agents stopped (no reports, the scheduler
+acts as stock Nova) and every compute restarted with
+``max_concurrent_builds`` set to one of 1, 2, 4 and 10. mlaccel: the agents
+running, nova-compute at its default bound, builds paced by the agents'
+adaptive limits. The five arms run once a round, ``--repetitions`` rounds,
+in an order drawn anew each round; caches are emptied before each burst.
+The last line is::
 
     RESULT first_boot_prefetch_ratio=<r> burst_makespan_ratio=<r>
 
-the pre-fetched boot's time over the cold boot's, and the adaptive burst's
-makespan over the best static one's (lower is better for both).
+the pre-fetched boot's time over the cold boot's, and the adaptive arm's
+median makespan over the best static limit's median (the limit with the
+lowest median, chosen after the fact: lower is better for both).
 """
 
 import argparse
 import concurrent.futures
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -57,6 +62,7 @@ from mlaccel.agent import inventory
 from mlaccel.agent import novaconf
 from mlaccel import conf as mlaccel_conf
 from mlaccel import inifile
+from mlaccel import interleave
 from mlaccel.testing.aio import agents as aio_agents
 from mlaccel.testing.aio import cloud as aio_cloud
 from mlaccel.testing.aio import configs as aio_configs
@@ -187,42 +193,66 @@ def _upload(conn, lay, mib, name):
     return conn.image.wait_for_status(image, 'active', wait=WAIT)
 
 
-def burst_sweep(conn, lay, count, mib, flavor_id, out=sys.stderr):
-    """``(adaptive makespan, {static limit: makespan})``.
+#: The adaptive arm's name among the static limits.
+ADAPTIVE = 'adaptive'
 
-    Leaves every compute as the cloud made it (Nova's default bound,
-    agents running).
+
+def _arm_label(arm):
+    return 'adaptive (mlaccel-agent)' if arm == ADAPTIVE \
+        else 'static max_concurrent_builds=%d' % arm
+
+
+def _one_burst(conn, lay, arm, count, mib, flavor_id, label):
+    """One burst of ``count`` new images under ``arm``; its makespan.
+
+    The images are uploaded for this burst and deleted after it: no arm
+    meets images an earlier burst asked for (the agents would read those
+    builds as demand and pre-fetch them, a history no real burst of new
+    images has), so the arms can run in any order.
     """
-    images, ids, results = [], [], {}
+    adaptive = arm == ADAPTIVE
+    _restart_computes(lay, conn, None if adaptive else arm, agents=adaptive)
+    if adaptive:
+        _wait_reports(lay)
+    images = []
     try:
         for i in range(count):
             images.append(_upload(conn, lay, mib,
-                                  'mlaccel-bench-burst-%d' % i))
-            ids.append(images[-1].id)
-        # The adaptive arm first: after the static arms the agents would
-        # read their builds (queued for them while they were stopped) as
-        # demand for these very images and pre-fetch them all as the burst
-        # starts, a history no real burst of new images has.
-        for limit in (None,) + STATIC_LIMITS:
-            adaptive = limit is None
-            _restart_computes(lay, conn, limit, agents=adaptive)
-            if adaptive:
-                _wait_reports(lay)
-            _uncache_all(lay, ids)
-            seconds, hosts = _burst(conn, lay, ids, flavor_id)
-            results[limit] = seconds
-            print('burst of %d (%d MiB images) %s: %.2f s on %s'
-                  % (count, mib, 'adaptive (mlaccel-agent)' if adaptive
-                     else 'static max_concurrent_builds=%d' % limit,
-                     seconds, ', '.join(hosts)), file=out, flush=True)
-    finally:
-        if results.keys() - {None}:
-            _restart_computes(lay, conn, None, agents=True)
+                                  'mlaccel-bench-burst-%s-%d' % (label, i)))
+        ids = [image.id for image in images]
         _uncache_all(lay, ids)
+        return _burst(conn, lay, ids, flavor_id)
+    finally:
+        _uncache_all(lay, [image.id for image in images])
         for image in images:
             conn.image.delete_image(image, ignore_missing=True)
-    adaptive = results.pop(None)
-    return adaptive, results
+
+
+def burst_sweep(conn, lay, count, mib, flavor_id, repetitions=3, seed=0,
+                out=sys.stderr):
+    """``({arm: [makespans]}, orders)`` of the adaptive and static arms.
+
+    Every arm (``ADAPTIVE`` and each of :data:`STATIC_LIMITS`) runs once a
+    round, ``repetitions`` rounds, in an order drawn anew each round
+    (:func:`mlaccel.interleave.orders`). Leaves every compute as the cloud
+    made it (Nova's default bound, agents running).
+    """
+    arms = [ADAPTIVE] + list(STATIC_LIMITS)
+    orders = interleave.orders(arms, repetitions, seed)
+    results = {arm: [] for arm in arms}
+    try:
+        for round_, order in enumerate(orders):
+            for arm in order:
+                seconds, hosts = _one_burst(
+                    conn, lay, arm, count, mib, flavor_id,
+                    '%d-%s' % (round_, arm))
+                results[arm].append(seconds)
+                print('round %d: burst of %d (%d MiB images) %s: %.2f s on '
+                      '%s' % (round_, count, mib, _arm_label(arm), seconds,
+                              ', '.join(hosts)), file=out, flush=True)
+    finally:
+        _restart_computes(lay, conn, None, agents=True)
+    return results, orders
 
 
 def _wait_reports(lay, timeout=60):
@@ -269,6 +299,10 @@ def main(argv):
                         help='servers asked for at once')
     parser.add_argument('--burst-image-mib', type=int, default=32,
                         help='size of each burst server\'s own image')
+    parser.add_argument('--repetitions', type=int, default=3,
+                        help='rounds of the burst arms (default: 3)')
+    parser.add_argument('--seed', type=int, default=0,
+                        help='seed of the arms\' order (default: 0)')
     args = parser.parse_args(argv)
     base = os.environ.get(aio_layout.BASE_ENV)
     if not base:
@@ -297,13 +331,22 @@ def main(argv):
     conn = aio_cloud.connect(lay)
     flavor_id = lay.load_cloud()['flavor_id']
     cold, warm = first_boot(conn, lay, host, args.image_mib, flavor_id)
-    adaptive, static = burst_sweep(conn, lay, args.burst,
-                                   args.burst_image_mib, flavor_id)
-    best = min(static, key=static.get)
-    print('burst: adaptive %.2f s; best static max_concurrent_builds=%d '
-          '%.2f s' % (adaptive, best, static[best]), file=sys.stderr)
+    burst, orders = burst_sweep(conn, lay, args.burst, args.burst_image_mib,
+                                flavor_id, args.repetitions, args.seed)
+    median = {arm: statistics.median(times) for arm, times in burst.items()}
+    static = [arm for arm in median if arm != ADAPTIVE]
+    best = min(static, key=median.get)
+    print('preconditions: arms interleaved, order per round: %s; new '
+          'images for every burst; caches emptied before every burst'
+          % ' '.join('/'.join(str(a) for a in order) for order in orders),
+          file=sys.stderr)
+    print('burst medians over %d rounds: %s; best static '
+          'max_concurrent_builds=%d' % (
+              args.repetitions, ', '.join(
+                  '%s %.2f s' % (arm, median[arm]) for arm in median),
+              best), file=sys.stderr)
     print('RESULT first_boot_prefetch_ratio=%.3f burst_makespan_ratio=%.3f'
-          % (warm / cold, adaptive / static[best]))
+          % (warm / cold, median[ADAPTIVE] / median[best]))
     return 0
 
 

@@ -22,7 +22,8 @@ repetitions are run and discarded; they run the workload's short warm-up
 """
 
 import dataclasses
-import random
+
+from mlaccel import interleave
 
 MIN_REPETITIONS = 3
 
@@ -58,15 +59,9 @@ def schedule(arms, repetitions=MIN_REPETITIONS, warmup=1, seed=0):
                          % (MIN_REPETITIONS, repetitions))
     if warmup < 0:
         raise ValueError('warmup must be 0 or more, got %d' % warmup)
-    rng = random.Random(seed)
     runs = []
-    previous = None
-    for repetition in range(warmup + repetitions):
-        order = list(arms)
-        rng.shuffle(order)
-        while len(arms) > 1 and order == previous:
-            rng.shuffle(order)
-        previous = order
+    for repetition, order in enumerate(interleave.orders(
+            arms, warmup + repetitions, seed)):
         runs += [Run(repetition, position, arm, repetition < warmup)
                  for position, arm in enumerate(order)]
     return runs
