@@ -60,8 +60,6 @@ TASK_TIMEOUT = 900.0
 #: First part of the names of the servers the experiment's launches make.
 NAME_PREFIX = 'mlaccel_experiment'
 STOCK_PREFIX = 'mlaccel_experiment_stock'
-#: Seconds within which an image's requests count as one peak.
-PEAK_WINDOW = 10.0
 #: Tasks a warm member serves before it is replaced.
 POOL_MAX_TASKS = 2
 
@@ -73,23 +71,6 @@ def launcher_path(arm):
     otherwise the task starts cold from user-data, as in stock OpenStack.
     """
     return arm.on(arms_mod.TASKD) or arm.on(arms_mod.POOL)
-
-
-def pool_bounds(workload, image, boot, window=None):
-    """``(min, max)`` members of the pool of ``image`` booted as ``boot``.
-
-    At least the pool's peak demand, the most VMs its tasks ask for
-    within ``window`` seconds (:data:`PEAK_WINDOW`), as an operator sizing
-    for a burst would; at most all its VMs in the workload. The manager
-    sizes the pool between them by Little's law.
-    """
-    window = PEAK_WINDOW if window is None else window
-    tasks = [t for t in workload.tasks if t.image == image and t.boot == boot]
-    if not tasks:
-        return 0, 0
-    peak = max(sum(o.vms for o in tasks if t.at <= o.at <= t.at + window)
-               for t in tasks)
-    return peak, sum(t.vms for t in tasks)
 
 
 def volume_gb(image_bytes):
@@ -170,7 +151,8 @@ class AioRunner(runner_mod.TaskRunner):
                 'network': 'loopback', 'cpus': os.cpu_count(),
                 'images': {i.name: i.size for i in workload.images},
                 'cloud_brought_up': self.brought_up,
-                'bringup_seconds': round(bringup, 1)}
+                'bringup_seconds': round(bringup, 1),
+                runner_mod.POOLS_PREFILLED: True}
 
     def _flavor(self, workload):
         """A flavor whose disk holds the largest image."""
@@ -243,7 +225,7 @@ class AioRunner(runner_mod.TaskRunner):
         for image, boot in itertools.product(
                 self.workload.images, (workload_mod.IMAGE,
                                        workload_mod.VOLUME)):
-            low, high = pool_bounds(self.workload, image.name, boot)
+            low, high = self.workload.pool_bounds(image.name, boot)
             if not high:
                 continue
             spec = self._pool_spec(arm, self.images[image.name],

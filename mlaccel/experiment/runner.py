@@ -34,6 +34,10 @@ from mlaccel.experiment import results as results_mod
 from mlaccel.launcher import record
 
 LOG = logging.getLogger(__name__)
+#: Precondition a runner sets when, before every run of an arm with
+#: pools, it fills each pool to its minimum
+#: (:meth:`mlaccel.experiment.workload.Workload.pool_bounds`).
+POOLS_PREFILLED = 'pools_prefilled_to_peak'
 
 
 class Runner(abc.ABC):

@@ -37,9 +37,11 @@ Mechanisms: the agent pre-fetches hot images to every host from the start
 and publishes ``pacing_limit`` as its build limit; mirror volumes clone;
 taskd starts warm; warm pools (one per image and boot kind) are sized by
 :mod:`mlaccel.pool.sizing` (Little's law on the measured demand, the
-measured lead time of their refills); a member's daemon always
-preloads, and a claimed member skips scheduling, creation, boot and
-preload.
+measured lead time of their refills), or, with ``prefill`` (to
+reproduce an all-in-one run, whose runner fills every pool before the run),
+between the workload's bounds from a fill to their minimum before the first
+arrival; a member's daemon always preloads, and a claimed member skips
+scheduling, creation, boot and preload.
 
 :class:`SimulatedRunner` is a :class:`~mlaccel.experiment.runner.Runner`:
 its output is launch records in the record schema, so every table and chart
@@ -82,8 +84,9 @@ class Host:
 class _Pool:
     """One warm pool: its idle members and its demand."""
 
-    def __init__(self, key):
+    def __init__(self, key, bounds):
         self.key = key
+        self.bounds = bounds
         self.idle = []
         self.creating = 0
         self.arrivals = []
@@ -94,8 +97,9 @@ class Cluster:
     """One arm's run of a workload on a simulated cloud."""
 
     def __init__(self, calibration, arm, workload, seed=0, label='sim',
-                 records=True):
+                 records=True, prefill=False):
         self.cal = calibration
+        self.prefill = prefill
         self.keep_records = records
         self.arm = arm
         self.workload = workload
@@ -312,7 +316,7 @@ class Cluster:
             lead = pool.lead if pool.lead is not None \
                 else self._default_lead(image)
             target = sizing.target_size(rate, lead, self.cal.pool_margin,
-                                        1, self.cal.pool_max)
+                                        *pool.bounds)
             for _ in range(target - len(pool.idle) - pool.creating):
                 pool.creating += 1
                 self.env.process(self._member(pool))
@@ -328,6 +332,29 @@ class Cluster:
         for image in images:
             yield from self._fetch(host, image)
 
+    def _pools(self):
+        """One pool per image and boot kind; with ``prefill`` filled.
+
+        Without ``prefill`` a pool holds 1 to the calibration's
+        ``pool_max`` members as its manager sizes it from demand. With it,
+        the bounds are the workload's (:meth:`~mlaccel.experiment.workload.
+        Workload.pool_bounds`) and each pool holds its minimum before the
+        first arrival, as the all-in-one runner fills them before a run.
+        """
+        fills = []
+        for key in sorted({(t.image, t.boot) for t in self.workload.tasks}):
+            bounds = self.workload.pool_bounds(*key) if self.prefill \
+                else (1, self.cal.pool_max)
+            pool = self.pools[key] = _Pool(key, bounds)
+            if self.prefill:
+                pool.creating += bounds[0]
+                fills += [self.env.process(self._member(pool))
+                          for _ in range(bounds[0])]
+        if fills:
+            self.env.run(until=self.env.all_of(fills))
+        for pool in self.pools.values():
+            self.env.process(self._pool_manager(pool))
+
     def run(self, done=lambda record: None):
         """Run every task; return ``{'records': [...], 'costs': {...}}``."""
         if self.arm.on(arms.AGENT):
@@ -335,10 +362,8 @@ class Cluster:
             for host in self.hosts:
                 self.env.process(self._prefetch(host, hot))
         if self.arm.on(arms.POOL):
-            for key in sorted({(t.image, t.boot)
-                               for t in self.workload.tasks}):
-                self.pools[key] = _Pool(key)
-                self.env.process(self._pool_manager(self.pools[key]))
+            self._pools()
+        # Arrivals count from here (after any pool's fill).
         tasks = [self.env.process(self._task(task, done))
                  for task in self.workload.tasks]
         self.env.run(until=self.env.all_of(tasks))
@@ -354,9 +379,10 @@ class SimulatedRunner(runner_mod.Runner):
     kind = 'simulator'
     measured = False
 
-    def __init__(self, calibration, seed=0):
+    def __init__(self, calibration, seed=0, prefill=False):
         self.calibration = calibration
         self.seed = seed
+        self.prefill = prefill
         self._runs = 0
 
     @classmethod
@@ -384,4 +410,5 @@ class SimulatedRunner(runner_mod.Runner):
         self._runs += 1
         return Cluster(self.calibration, arm, workload,
                        seed=self.seed * 1000003 + self._runs,
-                       label='sim-%d-%s' % (self._runs, arm.name)).run(done)
+                       label='sim-%d-%s' % (self._runs, arm.name),
+                       prefill=self.prefill).run(done)

@@ -128,8 +128,11 @@ def validate(measured, calibration=None, seed=0, tolerance=TOLERANCE,
     if calibration is None:
         calibration = calibration_mod.fit(measured)
     protocol = measured['protocol']
+    # Pools filled before each run where the measured runner filled them.
+    prefill = bool(measured.get('preconditions', {}).get(
+        runner.POOLS_PREFILLED))
     simulated = runner.execute(
-        simulator.SimulatedRunner(calibration, seed),
+        simulator.SimulatedRunner(calibration, seed, prefill=prefill),
         workload_mod.Workload.from_dict(measured['workload']),
         [arms_mod.Arm.from_dict(arm) for arm in measured['arms']],
         repetitions=max(repetitions, protocol['repetitions']), warmup=0,

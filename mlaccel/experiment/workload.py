@@ -35,6 +35,9 @@ IMAGE = 'image'
 VOLUME = 'volume'
 #: Most steps a task of a warm-up run takes (:meth:`Workload.warmup`).
 WARMUP_STEPS = 20
+#: Seconds within which a pool's requests count as one peak
+#: (:meth:`Workload.pool_bounds`).
+PEAK_WINDOW = 10.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +90,21 @@ class Workload:
 
     def vm_count(self):
         return sum(task.vms for task in self.tasks)
+
+    def pool_bounds(self, image, boot, window=PEAK_WINDOW):
+        """``(min, max)`` members of the pool of ``image`` booted as ``boot``.
+
+        At least the pool's peak demand, the most VMs its tasks ask for
+        within ``window`` seconds, as an operator sizing for a burst would;
+        at most all its VMs in the workload. A pool manager sizes the pool
+        between them by Little's law.
+        """
+        tasks = [t for t in self.tasks if t.image == image and t.boot == boot]
+        if not tasks:
+            return 0, 0
+        peak = max(sum(o.vms for o in tasks if t.at <= o.at <= t.at + window)
+                   for t in tasks)
+        return peak, sum(t.vms for t in tasks)
 
     def warmup(self, steps=WARMUP_STEPS):
         """The short workload of a warm-up run.

@@ -105,11 +105,10 @@ class ArmPathTest(testcase.TestCase):
             wl.Task(3, 30.0, 'a', 4, wl.VOLUME, 5)))
         # The burst of the first two is the volume pool's peak within 10 s;
         # the image-backed task has a pool of its own.
-        self.assertEqual((5, 9), aiorunner.pool_bounds(made, 'a', wl.VOLUME))
-        self.assertEqual((4, 9), aiorunner.pool_bounds(made, 'a', wl.VOLUME,
-                                                       0.5))
-        self.assertEqual((6, 6), aiorunner.pool_bounds(made, 'a', wl.IMAGE))
-        self.assertEqual((0, 0), aiorunner.pool_bounds(made, 'b', wl.IMAGE))
+        self.assertEqual((5, 9), made.pool_bounds('a', wl.VOLUME))
+        self.assertEqual((4, 9), made.pool_bounds('a', wl.VOLUME, 0.5))
+        self.assertEqual((6, 6), made.pool_bounds('a', wl.IMAGE))
+        self.assertEqual((0, 0), made.pool_bounds('b', wl.IMAGE))
 
     def test_boot_volume_holds_the_image(self):
         image = wl.Image('a', (1 << 30) + 1)

@@ -47,8 +47,9 @@ def make(tasks, hot=False):
         for i, (at, image, vms, boot) in enumerate(tasks)))
 
 
-def run(arm, made, cal=None, seed=0):
-    out = simulator.Cluster(cal or calib(), arm, made, seed=seed).run()
+def run(arm, made, cal=None, seed=0, prefill=False):
+    out = simulator.Cluster(cal or calib(), arm, made, seed=seed,
+                            prefill=prefill).run()
     records = sorted(out['records'], key=lambda r: r['experiment_task'])
     return records, out['costs']
 
@@ -140,6 +141,21 @@ class TestBuffering(testcase.TestCase):
         self.assertAlmostEqual(0.25, durations['buffering'])
         self.assertEqual('img/image', pooled[0]['pool'])
         self.assertGreater(costs['pool_idle_vm_seconds'], 250.0)
+
+    def test_prefilled_pools_serve_a_burst_from_its_first_vm(self):
+        # Two tasks at once ask for 5 volume-backed VMs; an image-backed
+        # task later for 1. Prefilled to the workload's peaks, every VM
+        # comes from a pool; filled from demand alone, the burst's do not.
+        made = make([(0.0, 'img', 2, wl.VOLUME), (1.0, 'img', 3, wl.VOLUME),
+                     (60.0, 'other', 1, wl.IMAGE)])
+        records, costs = run(arms.only(arms.POOL), made, prefill=True)
+        self.assertTrue(all(v['pool'] for r in records for v in r['vms']))
+        self.assertEqual({'img/volume', 'other/image'},
+                         {v['pool'] for r in records for v in r['vms']})
+        self.assertGreater(costs['pool_idle_vm_seconds'], 0.0)
+        records, _ = run(arms.only(arms.POOL), made)
+        self.assertFalse(all(v['pool'] for r in records[:2]
+                             for v in r['vms']))
 
     def test_pools_grow_with_demand_up_to_their_bound(self):
         made = make([(10.0 * i, 'img', 2, wl.IMAGE) for i in range(40)])
