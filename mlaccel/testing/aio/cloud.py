@@ -392,9 +392,13 @@ def make_test_resources(lay, conn):
         flavor = conn.compute.find_flavor(name) or \
             conn.compute.create_flavor(name=name, ram=ram, vcpus=1, disk=1)
         flavors[name] = flavor.id
-    # Bursts of test servers larger than Nova's default quota of 10.
+    # Bursts of test servers larger than Nova's default quota of 10, and
+    # as many boot volumes (warm pools of volume-backed members included).
     conn.set_compute_quotas(conn.current_project_id, instances=-1,
                             cores=-1, ram=-1)
+    if lay.settings.cinder:
+        conn.set_volume_quotas(conn.current_project_id, volumes=-1,
+                               gigabytes=-1, snapshots=-1)
     cloud = {'image_id': image.id, 'flavor_id': flavors['m1.aio'],
              'flavor_alt_id': flavors['m1.aio-alt']}
     with open(lay.cloud_file, 'w') as f:
