@@ -76,7 +76,6 @@ class Host:
         self.builds_in_flight = 0
         self.build_limit = build_limit
         self.build_throughput = 0
-        self.warm_slots = 0
         self.fetch_bandwidth = calibration.download_bandwidth
         self.link = bandwidth.Link(calibration.download_bandwidth)
 
