@@ -69,8 +69,15 @@ for env in "${suites[@]}"; do
     aio)
         mkdir -p .tox
         tox -e aio 2>&1 | tee .tox/aio.log
-        [ "${PIPESTATUS[0]}" = 0 ] || status=1
+        aio_status=${PIPESTATUS[0]}
+        before=$failed
         count_aio
+        if [ "$aio_status" != 0 ]; then
+            status=1
+            # A job that stopped before its tests (a bring-up that failed)
+            # still counts as a failure.
+            [ "$failed" -gt "$before" ] || failed=$((failed + 1))
+        fi
         ;;
     *)
         # Checks that are not test suites count as one test each.

@@ -36,21 +36,25 @@ DATABASES = ('keystone', 'glance', 'placement', 'nova_api', 'nova',
 
 @dataclasses.dataclass(frozen=True)
 class Ports:
-    """Loopback ports, away from the standard ones.
+    """Loopback ports, away from the standard ones and the ephemeral ones.
 
-    A developer's own services on the standard ports do not clash.
+    A developer's own services on the standard ports do not clash, and no
+    port is in Linux's default ephemeral range (32768-60999), from which
+    the kernel picks the local port of every outgoing connection: a
+    service binding a port a client socket happens to hold fails with
+    "Address already in use". RabbitMQ's distribution port is ``amqp + 1``.
     """
 
-    db: int = 43306
-    amqp: int = 45672
-    epmd: int = 44369
-    redis: int = 46379
-    keystone: int = 45000
-    glance: int = 49292
-    placement: int = 48778
-    nova: int = 48774
-    neutron: int = 49696
-    cinder: int = 48776
+    db: int = 23306
+    amqp: int = 25672
+    epmd: int = 24369
+    redis: int = 26379
+    keystone: int = 25000
+    glance: int = 29292
+    placement: int = 28778
+    nova: int = 28774
+    neutron: int = 29696
+    cinder: int = 28776
 
 
 @dataclasses.dataclass(frozen=True)
