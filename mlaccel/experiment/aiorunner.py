@@ -24,7 +24,6 @@ processes: creation costs what a compute does around a hypervisor
 (scheduling, image download, volume copies), not a guest's boot.
 """
 
-import itertools
 import math
 import os
 import sys
@@ -222,14 +221,10 @@ class AioRunner(runner_mod.TaskRunner):
     def _fill_pools(self, arm):
         """A pool per image and boot kind the workload uses, filled."""
         keys = []
-        for image, boot in itertools.product(
-                self.workload.images, (workload_mod.IMAGE,
-                                       workload_mod.VOLUME)):
-            low, high = self.workload.pool_bounds(image.name, boot)
-            if not high:
-                continue
-            spec = self._pool_spec(arm, self.images[image.name],
-                                   boot_volume_gb(image, boot))
+        for name, boot in self.workload.pool_keys():
+            low, high = self.workload.pool_bounds(name, boot)
+            spec = self._pool_spec(arm, self.images[name], boot_volume_gb(
+                self.workload.image(name), boot))
             with self.store.transaction(spec.key, create=pool_store.new_state(
                     spec, low, high, POOL_MAX_TASKS)):
                 pass

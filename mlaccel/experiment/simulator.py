@@ -341,7 +341,7 @@ class Cluster:
         first arrival, as the all-in-one runner fills them before a run.
         """
         fills = []
-        for key in sorted({(t.image, t.boot) for t in self.workload.tasks}):
+        for key in self.workload.pool_keys():
             bounds = self.workload.pool_bounds(*key) if self.prefill \
                 else (1, self.cal.pool_max)
             pool = self.pools[key] = _Pool(key, bounds)

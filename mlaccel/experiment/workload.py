@@ -91,6 +91,10 @@ class Workload:
     def vm_count(self):
         return sum(task.vms for task in self.tasks)
 
+    def pool_keys(self):
+        """``(image name, boot kind)`` of each pool the workload needs."""
+        return sorted({(t.image, t.boot) for t in self.tasks})
+
     def pool_bounds(self, image, boot, window=PEAK_WINDOW):
         """``(min, max)`` members of the pool of ``image`` booted as ``boot``.
 

@@ -109,6 +109,8 @@ class ArmPathTest(testcase.TestCase):
         self.assertEqual((4, 9), made.pool_bounds('a', wl.VOLUME, 0.5))
         self.assertEqual((6, 6), made.pool_bounds('a', wl.IMAGE))
         self.assertEqual((0, 0), made.pool_bounds('b', wl.IMAGE))
+        self.assertEqual([('a', wl.IMAGE), ('a', wl.VOLUME)],
+                         made.pool_keys())
 
     def test_boot_volume_holds_the_image(self):
         image = wl.Image('a', (1 << 30) + 1)
