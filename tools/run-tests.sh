@@ -18,6 +18,7 @@ passed=0
 failed=0
 skipped=0
 status=0
+summary=()   # one line per suite: its name, counts and failed tests
 
 # Add the counts of env $1's last stestr run, or one failure if none ran.
 count_stestr() {
@@ -31,6 +32,7 @@ count_stestr() {
     out=$([ -n "$bin" ] && "$bin" last 2>/dev/null)
     if ! grep -q '^ - Passed:' <<<"$out"; then
         failed=$((failed + 1))
+        summary+=("$1: no test ran")
         return
     fi
     p=$(sed -n 's/^ - Passed: \([0-9]*\).*/\1/p' <<<"$out")
@@ -39,6 +41,13 @@ count_stestr() {
     passed=$((passed + ${p:-0}))
     failed=$((failed + ${f:-0}))
     skipped=$((skipped + ${s:-0}))
+    summary+=("$1: ${p:-0} passed, ${f:-0} failed, ${s:-0} skipped")
+    if [ "${f:-0}" -gt 0 ]; then
+        local name
+        while read -r name; do
+            [ -n "$name" ] && summary+=("  FAILED ${name}")
+        done < <("$bin" failing --list 2>/dev/null)
+    fi
 }
 
 # The all-in-one job ends with "aio job: ... N passed, N failed, N skipped".
@@ -47,11 +56,13 @@ count_aio() {
     line=$(grep '^aio job:' .tox/aio.log | tail -n 1)
     if [ -z "$line" ]; then
         failed=$((failed + 1))
+        summary+=("aio: the job stopped before its summary")
         return
     fi
     passed=$((passed + $(sed -n 's/.* \([0-9]*\) passed.*/\1/p' <<<"$line")))
     failed=$((failed + $(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")))
     skipped=$((skipped + $(sed -n 's/.* \([0-9]*\) skipped.*/\1/p' <<<"$line")))
+    summary+=("aio: ${line#aio job: }")
 }
 
 for env in "${suites[@]}"; do
@@ -83,14 +94,18 @@ for env in "${suites[@]}"; do
         # Checks that are not test suites count as one test each.
         if tox -e "$env"; then
             passed=$((passed + 1))
+            summary+=("$env: passed")
         else
             failed=$((failed + 1))
             status=1
+            summary+=("$env: FAILED")
         fi
         ;;
     esac
 done
 rm -rf .stestr
 
+echo "=== summary"
+printf '%s\n' "${summary[@]}"
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 exit $status
