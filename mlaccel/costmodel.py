@@ -16,12 +16,15 @@ The prediction covers the stages mlaccel shortens, from the moment a host
 is chosen: *creation* (image transfer unless cached, then the build, queued
 behind the builds already in flight) and *buffering* (a cold process start:
 no report says where a warm task-daemon slot waits). Every figure comes
-from the host's report where it measured one, and from
-``[mlaccel_costmodel]`` defaults where it did not.
+from the host's report where it measured one; where it did not (a new or
+restarted agent), from what its peers measured (:meth:`CostModel.with_peers`),
+and from ``[mlaccel_costmodel]`` defaults when no host measured it.
 """
 
 import collections
+import copy
 import itertools
+import statistics
 
 from mlaccel import conf as mlaccel_conf
 
@@ -61,10 +64,13 @@ class CostModel:
         self.image_size = opts.default_image_size
         self.build_seconds = opts.default_build_seconds
         self.cold_start = opts.cold_start_seconds
+        #: The option values :meth:`with_peers` leaves as they are.
+        self.options = (self.fetch_bandwidth, self.image_size,
+                        self.build_seconds, self.cold_start)
 
     @property
     def params(self):
-        """The option values the predictions depend on."""
+        """The values the predictions depend on."""
         return (self.fetch_bandwidth, self.image_size, self.build_seconds,
                 self.cold_start)
 
@@ -72,6 +78,40 @@ class CostModel:
         return isinstance(other, CostModel) and self.params == other.params
 
     __hash__ = None
+
+    def with_peers(self, reports):
+        """A copy predicting unmeasured figures from the hosts' own.
+
+        A host whose report has not measured its fetch bandwidth or its
+        build throughput yet (an agent just started) is predicted with the
+        median of the hosts that have, not with the options' defaults: a
+        default far from what the cloud measures would make every measured
+        host look faster (or slower) than an unmeasured peer of the same
+        hardware, and send a whole burst to one of them. Defaults stay for
+        a figure no host measured.
+        """
+        bandwidths, durations = [], []
+        for report in reports:
+            if report.fetch_bandwidth > 0:
+                bandwidths.append(report.fetch_bandwidth)
+            if report.build_throughput > 0:
+                durations.append(max(report.build_limit, 1)
+                                 / report.build_throughput)
+        peers = copy.copy(self)
+        if bandwidths:
+            peers.fetch_bandwidth = statistics.median(bandwidths)
+        if durations:
+            peers.build_seconds = statistics.median(durations)
+        return peers
+
+    @staticmethod
+    def measured(report):
+        """Whether ``report`` measured every figure :meth:`terms` reads.
+
+        Its terms are then the same under every model of the same
+        :attr:`options`, whatever its peers measured.
+        """
+        return report.fetch_bandwidth > 0 and report.build_throughput > 0
 
     def build(self, report, queued=0):
         """Predicted seconds until a new build on the host completes.

@@ -50,7 +50,10 @@ class BackendReportCache(reader.ReportCache):
         super().__init__(conf, codec=report.BackendReportCodec(),
                          group=conf.mlaccel_cinder.report_group)
 
-    def _entries(self, reports, old):
+    def _model_of(self, reports):
+        return None
+
+    def _entries(self, reports, old, keep=None):
         return reports
 
 

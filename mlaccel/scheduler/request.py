@@ -105,6 +105,19 @@ class RequestView:
                 aggregated.append(i)
         return reports, aggregated, queued
 
+    def model(self, conf=None):
+        """The :class:`~mlaccel.costmodel.CostModel` of this request.
+
+        The refresh's own, whose unmeasured figures come from the hosts'
+        reports (:meth:`~mlaccel.costmodel.CostModel.with_peers`), unless
+        the options changed since: then one of the options now.
+        """
+        model = costmodel.CostModel(conf or mlaccel_conf.CONF)
+        known = self.reports.model
+        if known is not None and known.options == model.options:
+            return known
+        return model
+
     def predict(self, hosts, model):
         """``(predicted seconds, image cached)`` of each of ``hosts``.
 

@@ -113,17 +113,19 @@ def holders_index(entries, old_entries, old_index):
     return index
 
 
-def entries_of(reports, old=None, model=None):
+def entries_of(reports, old=None, model=None, keep=None):
     """``{host: Entry}`` of ``{host: HostReport}``.
 
     The entry of an unchanged report is taken from ``old`` (entries made
-    with the same ``model``); the others are made in one burst.
+    with the same ``model``, or whose terms ``keep(entry)`` says are the
+    same under it); the others are made in one burst.
     """
     entries = {}
     old = old or {}
     for host, report in reports.items():
         entry = old.get(host)
-        if entry is not None and entry.report is report:
+        if entry is not None and entry.report is report and (
+                keep is None or keep(entry)):
             entries[entry.host] = entry
             continue
         # A new string per key, made here too: a lookup compares the key.
@@ -408,24 +410,43 @@ class ReportCache:
         self._log_rejections(rejections, logged, now)
         # Swapped by reference: readers hold whole, consistent dicts.
         self._accepted, self._rejected = accepted, rejected
-        model = costmodel.CostModel(self.conf)
-        old = self._state[1] if self._state[2] == model else None
+        model = self._model_of(reports)
+        old, old_model = self._state[1], self._state[2]
+        keep = None
+        if old_model != model:
+            if model is not None and old_model is not None and \
+                    old_model.options == model.options:
+                # Only what the peers measured changed: the entries of
+                # reports that measured every figure themselves stay.
+                keep = model.measured
+            else:
+                old = None
         self._model = model
-        entries = self._entries(reports, old)
+        entries = self._entries(reports, old, keep)
         index = holders_index(entries, self._state[1], self._state[4])
         self._state = (reports, entries, model, min(
             (entry.timestamp for entry in entries.values()), default=None),
             index)
         self._logged = logged
 
-    def _entries(self, reports, old):
+    def _model_of(self, reports):
+        """The cost model of the entries' terms, given ``reports``.
+
+        Unmeasured figures come from the hosts' own
+        (:meth:`~mlaccel.costmodel.CostModel.with_peers`). Another kind of
+        report's cache may return ``None``.
+        """
+        return costmodel.CostModel(self.conf).with_peers(reports.values())
+
+    def _entries(self, reports, old, keep=None):
         """What a snapshot looks hosts up in.
 
         Another kind of report's cache may return ``reports`` themselves
         (they have ``timestamp``). ``old`` holds the last refresh's
-        entries, or ``None`` when the cost model changed since.
+        entries, or ``None`` when the cost model changed since; ``keep``
+        is as for :func:`entries_of`.
         """
-        return entries_of(reports, old, self._model)
+        return entries_of(reports, old, self._model, keep)
 
     def _check(self, source, raw, now):
         """The report in ``raw`` from member ``source``, or ValueError."""

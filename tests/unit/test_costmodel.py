@@ -184,3 +184,55 @@ class TestCostModel(testcase.TestCase):
             cached_images=frozenset({'img'}), builds_in_flight=in_flight,
             build_throughput=throughput, build_limit=limit,
             fetch_bandwidth=bandwidth), start()), base)
+
+
+class TestPeers(testcase.TestCase):
+    """Figures a host has not measured, predicted from the others'."""
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(mlaccel_fixtures.Conf())
+        self.conf.set('mlaccel_costmodel',
+                      default_fetch_bandwidth=100 * MIB,
+                      default_build_seconds=10.0)
+        self.model = costmodel.CostModel(self.conf.conf)
+
+    def test_medians_of_the_measured_figures(self):
+        peers = self.model.with_peers([
+            report(fetch_bandwidth=200 * MIB, build_throughput=2.0,
+                   build_limit=4),
+            report(fetch_bandwidth=400 * MIB, build_throughput=1.0,
+                   build_limit=4),
+            report()])
+        # 2 s and 4 s a build (the limit over the throughput).
+        self.assertEqual((300 * MIB, 3.0),
+                         (peers.fetch_bandwidth, peers.build_seconds))
+        unmeasured = peers.predict(report(build_limit=4), start())
+        self.assertEqual((GIB / (300 * MIB), 3.0), unmeasured[:2])
+        # A host without a report too; the model itself is unchanged.
+        self.assertEqual(unmeasured, peers.predict(None, start()))
+        self.assertEqual(10.0, self.model.build_seconds)
+
+    def test_defaults_stay_for_a_figure_no_host_measured(self):
+        peers = self.model.with_peers(
+            [report(), report(fetch_bandwidth=50 * MIB)])
+        self.assertEqual((50 * MIB, 10.0),
+                         (peers.fetch_bandwidth, peers.build_seconds))
+        self.assertEqual(self.model, self.model.with_peers([]))
+
+    def test_options_stay_while_the_peers_change_the_model(self):
+        peers = self.model.with_peers([report(build_throughput=1.0)])
+        self.assertNotEqual(self.model, peers)
+        self.assertEqual(self.model.options, peers.options)
+
+    def test_a_host_measuring_both_figures_reads_no_default(self):
+        measured = report(fetch_bandwidth=MIB, build_throughput=0.5,
+                          build_limit=2)
+        self.assertTrue(costmodel.CostModel.measured(measured))
+        for other in (report(fetch_bandwidth=MIB),
+                      report(build_throughput=0.5)):
+            self.assertFalse(costmodel.CostModel.measured(other))
+        peers = self.model.with_peers([report(fetch_bandwidth=9 * MIB,
+                                              build_throughput=7.0)])
+        self.assertEqual(self.model.terms(measured)[1:],
+                         peers.terms(measured)[1:])

@@ -16,7 +16,6 @@ from nova.scheduler import utils as scheduler_utils
 from nova.scheduler import weights
 
 from mlaccel import conf as mlaccel_conf
-from mlaccel import costmodel
 from mlaccel.scheduler import request
 
 LOCALITY_KEY = 'mlaccel_image_locality_weight_multiplier'
@@ -30,9 +29,11 @@ class LifecycleWeigher(weights.BaseHostWeigher):
     transfer, none when cached; the build queued behind the host's builds in
     flight and the scheduler's placements there since its report, at its
     measured throughput; a cold start), times
-    ``lifecycle_weight_multiplier``. Hosts without a fresh report are
-    predicted from ``[mlaccel_costmodel]`` defaults; when no host has one,
-    every host weighs the same and stock weighers decide.
+    ``lifecycle_weight_multiplier``. A figure a host has not measured yet,
+    and every figure of a host without a fresh report, is predicted from
+    what the other hosts measured, or from ``[mlaccel_costmodel]`` defaults
+    when none did; when no host has a report, every host weighs the same
+    and stock weighers decide.
 
     *Image locality*: 1 for a host that holds the image, 0 for one that
     does not, times ``image_locality_weight_multiplier``. A host's report
@@ -74,7 +75,7 @@ class LifecycleWeigher(weights.BaseHostWeigher):
         image_id = view.start.image_id if view.policy.image_locality \
             else None
         reports, aggregated, _ = view.reports_of(hosts)
-        predicted, local = view.predict(hosts, costmodel.CostModel(self.conf))
+        predicted, local = view.predict(hosts, view.model(self.conf))
         # Nova's normalisation: (w - min) / (max - min), 0 if all equal.
         latest = max(predicted)
         spread = latest - min(predicted)

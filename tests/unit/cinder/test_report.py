@@ -62,8 +62,9 @@ class BackendReportTest(testcase.TestCase):
         mlaccel_conf.register_opts(conf)
         cache = reader.ReportCache(conf, codec=report.BackendReportCodec(),
                                    group='test-backends')
-        # The hook a backend report cache overrides.
-        cache._entries = lambda reports, old: reports
+        # The hooks a backend report cache overrides.
+        cache._model_of = lambda reports: None
+        cache._entries = lambda reports, old, keep=None: reports
         now = time.time()
         fresh = report.BackendReport('n@a', now, frozenset(['img']))
         stale = report.BackendReport('n@b', now - 3600, frozenset(['img']))

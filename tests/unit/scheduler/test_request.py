@@ -99,6 +99,32 @@ class PrecomputedTermsTest(base.PluginTestCase):
         alone = reader.Snapshot(new.reports, new.now, 30.0)
         self.assertEqual({'h1', 'h2'}, hosts(alone, base.OTHER_IMAGE))
 
+    def test_a_change_of_the_peers_remakes_only_unmeasured_entries(self):
+        measured = dict(build_limit=2, build_throughput=1.0,
+                        fetch_bandwidth=1e8)
+        other = self.bus.publisher('other')
+        other.publish(self.report('other', build_throughput=1.0))
+        self.publish(self.report('m', **measured), self.report('u'))
+        before = self.cache.current()
+        # A new report of "other" moves the median build time.
+        other.publish(self.report('other', build_throughput=0.25))
+        self.cache.refresh()
+        after = self.cache.current()
+        self.assertNotEqual(before.model, after.model)
+        self.assertEqual(before.model.options, after.model.options)
+        self.assertIs(before.entries['m'], after.entries['m'])
+        self.assertIsNot(before.entries['u'], after.entries['u'])
+        for host in ('m', 'u', 'other'):
+            entry = after.entries[host]
+            self.assertEqual(after.model.terms(entry)[1:],
+                             (entry.per_byte, entry.fixed))
+        # The weigher's model is the refresh's, unless the options change.
+        view = request.RequestView(base.request_spec())
+        self.assertEqual(after.model, view.model())
+        self.flags.set('mlaccel_costmodel', cold_start_seconds=99.0)
+        self.assertEqual(costmodel.CostModel(mlaccel_conf.CONF),
+                         view.model())
+
     def test_free_slots_of_an_entry(self):
         frees = [reader.Entry('h', self.report('h', **fields)).free
                  for fields in self.REPORTS]

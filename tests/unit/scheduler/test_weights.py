@@ -173,15 +173,34 @@ class TestPredictedStart(base.PluginTestCase):
     def test_prefers_the_host_that_starts_the_task_soonest(self):
         self.publish(
             self.report('slow-net', fetch_bandwidth=10 * 1024 ** 2),
+            self.report('fast-net', fetch_bandwidth=1000 * 1024 ** 2),
             self.report('cached', cached_images=frozenset({base.IMAGE})),
             self.report('busy-cached', cached_images=frozenset({base.IMAGE}),
                         builds_in_flight=40, build_throughput=0.2))
         hosts = [base.host(n) for n in ('slow-net', 'busy-cached', 'cached',
-                                        'no-report')]
+                                        'no-report', 'fast-net')]
         order = [w.obj.host for w in weigh(self.weigher, hosts,
                                            base.request_spec(image_size=GIB))]
-        self.assertEqual(['cached', 'no-report', 'slow-net', 'busy-cached'],
-                         order)
+        # The host without a report downloads at the median of the
+        # bandwidths measured: between the slow and the fast network.
+        self.assertEqual(['cached', 'fast-net', 'no-report', 'slow-net',
+                          'busy-cached'], order)
+
+    def test_a_host_not_measured_yet_weighs_like_its_measured_twin(self):
+        # h1's agent has measured its builds and downloads; h2's agent
+        # just started. Predicting h2 from the defaults (10 s a build,
+        # 100 MiB/s) would send every build of a burst to h1.
+        self.flags.set('mlaccel_costmodel', default_build_seconds=10.0,
+                       default_fetch_bandwidth=100 * 1024 ** 2)
+        self.publish(
+            self.report('h1', build_limit=4, build_throughput=8.0,
+                        fetch_bandwidth=2000 * 1024 ** 2),
+            self.report('h2', build_limit=4),
+            self.report('h3', build_limit=4, builds_in_flight=4))
+        h1, h2, h3 = self.raw([base.host('h%d' % i) for i in (1, 2, 3)])
+        self.assertEqual(h1, h2)
+        # Its slots all taken, a host not measured yet still loses.
+        self.assertGreater(h2, h3)
 
     def test_without_reports_every_host_weighs_the_same(self):
         hosts = [base.host('h%d' % i) for i in range(4)]
