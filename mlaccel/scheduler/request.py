@@ -20,9 +20,11 @@ next takes it with :func:`view` instead of reading the request and the
 reports again. Without the filter the weigher makes its own.
 
 Reports arrive every few seconds; a burst of requests comes faster. So the
-builds this scheduler sent to a host since it first used the host's current
+builds sent to a host since the scheduler first used the host's current
 report (:func:`placed_since`) count as builds in flight on top of the
-report's own.
+report's own. Nova 34 makes its host states anew for each request, from
+the compute node records: a request sees its own earlier instances at once,
+and other requests' only once the compute has claimed them.
 """
 
 import operator
@@ -153,14 +155,16 @@ class RequestView:
 
 
 def placed_since(entry, host_state):
-    """Builds this scheduler sent to the host since it first used ``entry``.
+    """Builds sent to the host since the scheduler first used ``entry``.
 
-    Nova adds one to a ``HostState``'s ``num_instances`` for each instance
-    it places on the host, and keeps the count until a newer record of the
-    compute replaces it (which counts those instances too; finished builds
-    stay counted, unlike ``num_io_ops``). The count when the scheduler
-    first uses a report is the report's baseline: instances added since are
-    builds the report may not count yet, until the host's next report.
+    A ``HostState``'s ``num_instances`` is the compute node record's count
+    (instances the compute claimed; finished builds stay counted, unlike
+    ``num_io_ops``), plus one for each instance of the request placed on
+    the host so far. The count when the scheduler first uses a report is
+    the report's baseline: instances added since are builds the report may
+    not count yet, until the host's next report. (Nova 34 makes host states
+    anew for each request: instances that other requests placed count from
+    the compute's claim on, not from their placement.)
     A count below the baseline (a record after deletions) becomes the
     baseline. Called with the report's
     :class:`~mlaccel.statebus.reader.Entry` from the plugins' pass over the

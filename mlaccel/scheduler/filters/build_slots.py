@@ -43,13 +43,14 @@ class BuildSlotFilter(filters.BaseHostFilter):
     parallel parameter"), capped by ``[mlaccel_scheduler]
     max_builds_per_host`` or the aggregate metadata
     ``mlaccel_max_builds_per_host``. Builds in flight are the report's count
-    plus the instances this scheduler placed on the host since it first
-    used that report (:func:`mlaccel.scheduler.request.placed_since`), in
-    this request or in earlier ones, so a burst spreads before the next
-    reports arrive. (Nova's ``num_io_ops`` alone would not do: it keeps
-    counting finished builds until the compute's next periodic update.) A
-    host without a fresh report passes unless ``build_slot_fail_open`` is
-    false.
+    plus the instances placed on the host since the scheduler first used
+    that report (:func:`mlaccel.scheduler.request.placed_since`): this
+    request's at once, earlier requests' once the compute claimed them
+    (Nova 34 makes host states anew per request), so a burst spreads before
+    the next reports arrive. (Nova's ``num_io_ops`` alone would not do: it
+    keeps counting finished builds until the compute's next periodic
+    update.) A host without a fresh report passes unless
+    ``build_slot_fail_open`` is false.
 
     The limit steers, it never refuses a boot: full hosts are dropped only
     while the free slots of the others can take every instance of the
