@@ -18,8 +18,8 @@ GROUP = cfg.OptGroup(
     'mlaccel_costmodel',
     title='mlaccel life-cycle cost model',
     help='Defaults the cost model uses to predict how many seconds a task '
-         'VM needs from host selection to its first training step, where a '
-         'host report has not measured the figure itself.')
+         'VM needs from host selection to its first training step, where no '
+         'host report has measured the figure.')
 
 OPTS = [
     cfg.FloatOpt(
@@ -27,7 +27,10 @@ OPTS = [
         default=100 * 1024 * 1024,
         min=1.0,
         help='Bytes per second a host is assumed to download an image at '
-             'when its report carries no measured fetch bandwidth.'),
+             'when no host report carries a measured fetch bandwidth. A '
+             'host whose report has not measured it, or that has no '
+             'report, is predicted at the median of the bandwidths the '
+             'other reports measured.'),
     cfg.IntOpt(
         'default_image_size',
         default=2 * 1024 ** 3,
@@ -38,8 +41,11 @@ OPTS = [
         'default_build_seconds',
         default=10.0,
         min=0.0,
-        help='Seconds one build takes on a host whose report carries no '
-             'measured build throughput (image transfer excluded).'),
+        help='Seconds one build takes (image transfer excluded) when no '
+             'host report carries a measured build throughput. A host '
+             'whose report has not measured it, or that has no report, is '
+             'predicted at the median build time the other reports '
+             'measured.'),
     cfg.FloatOpt(
         'cold_start_seconds',
         default=3.0,
