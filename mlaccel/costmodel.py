@@ -17,8 +17,9 @@ is chosen: *creation* (image transfer unless cached, then the build, queued
 behind the builds already in flight) and *buffering* (a cold process start:
 no report says where a warm task-daemon slot waits). Every figure comes
 from the host's report where it measured one; where it did not (a new or
-restarted agent), from what its peers measured (:meth:`CostModel.with_peers`),
-and from ``[mlaccel_costmodel]`` defaults when no host measured it.
+restarted agent), from what its peers measured (:meth:`CostModel.with_peers`);
+and from ``[mlaccel_costmodel]`` defaults when no host measured it, or when
+the host has no report.
 """
 
 import collections
@@ -64,7 +65,8 @@ class CostModel:
         self.image_size = opts.default_image_size
         self.build_seconds = opts.default_build_seconds
         self.cold_start = opts.cold_start_seconds
-        #: The option values :meth:`with_peers` leaves as they are.
+        #: The option values, as read: :meth:`with_peers` leaves them as
+        #: they are, and a host without a report is predicted from them.
         self.options = (self.fetch_bandwidth, self.image_size,
                         self.build_seconds, self.cold_start)
 
@@ -88,7 +90,8 @@ class CostModel:
         default far from what the cloud measures would make every measured
         host look faster (or slower) than an unmeasured peer of the same
         hardware, and send a whole burst to one of them. Defaults stay for
-        a figure no host measured.
+        a figure no host measured, and for every host without a report (of
+        which nothing is known, not even how busy it is).
         """
         bandwidths, durations = [], []
         for report in reports:
@@ -152,8 +155,8 @@ class CostModel:
         """
         size = self._size(request)
         if report is None:
-            return Prediction(size / self.fetch_bandwidth,
-                              self.build_seconds, self.cold_start)
+            return Prediction(size / self.options[0], self.options[2],
+                              self.cold_start)
         bandwidth = report.fetch_bandwidth or self.fetch_bandwidth
         return Prediction(
             0.0 if request.image_id in report.cached_images
@@ -193,7 +196,7 @@ class CostModel:
         """
         size = self._size(request)
         image_id = request.image_id
-        unreported = size / self.fetch_bandwidth + self.build_seconds \
+        unreported = size / self.options[0] + self.options[2] \
             + self.cold_start
         if image_id is None:
             hits = [False] * len(host_terms)

@@ -18,19 +18,20 @@ GROUP = cfg.OptGroup(
     'mlaccel_costmodel',
     title='mlaccel life-cycle cost model',
     help='Defaults the cost model uses to predict how many seconds a task '
-         'VM needs from host selection to its first training step, where no '
-         'host report has measured the figure.')
+         'VM needs from host selection to its first training step, for a host '
+         'without a report and where no host report has measured the '
+         'figure.')
 
 OPTS = [
     cfg.FloatOpt(
         'default_fetch_bandwidth',
         default=100 * 1024 * 1024,
         min=1.0,
-        help='Bytes per second a host is assumed to download an image at '
-             'when no host report carries a measured fetch bandwidth. A '
-             'host whose report has not measured it, or that has no '
-             'report, is predicted at the median of the bandwidths the '
-             'other reports measured.'),
+        help='Bytes per second a host without a report, or any host when '
+             'no report carries a measured fetch bandwidth, is assumed to '
+             'download an image at. A host whose report has not measured '
+             'it is predicted at the median of the bandwidths the other '
+             'reports measured.'),
     cfg.IntOpt(
         'default_image_size',
         default=2 * 1024 ** 3,
@@ -41,11 +42,11 @@ OPTS = [
         'default_build_seconds',
         default=10.0,
         min=0.0,
-        help='Seconds one build takes (image transfer excluded) when no '
-             'host report carries a measured build throughput. A host '
-             'whose report has not measured it, or that has no report, is '
-             'predicted at the median build time the other reports '
-             'measured.'),
+        help='Seconds one build takes (image transfer excluded) on a host '
+             'without a report, or on any host when no report carries a '
+             'measured build throughput. A host whose report has not '
+             'measured it is predicted at the median build time the other '
+             'reports measured.'),
     cfg.FloatOpt(
         'cold_start_seconds',
         default=3.0,

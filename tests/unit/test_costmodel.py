@@ -209,8 +209,15 @@ class TestPeers(testcase.TestCase):
                          (peers.fetch_bandwidth, peers.build_seconds))
         unmeasured = peers.predict(report(build_limit=4), start())
         self.assertEqual((GIB / (300 * MIB), 3.0), unmeasured[:2])
-        # A host without a report too; the model itself is unchanged.
-        self.assertEqual(unmeasured, peers.predict(None, start()))
+        # A host without a report keeps the defaults: nothing is known of
+        # it, not even how busy it is. The model itself is unchanged.
+        self.assertEqual(self.model.predict(None, start()),
+                         peers.predict(None, start()))
+        self.assertEqual((GIB / (100 * MIB), 10.0),
+                         peers.predict(None, start())[:2])
+        self.assertEqual(
+            [peers.seconds(None, start())],
+            peers.seconds_of([None], start()))
         self.assertEqual(10.0, self.model.build_seconds)
 
     def test_defaults_stay_for_a_figure_no_host_measured(self):

@@ -29,11 +29,11 @@ class LifecycleWeigher(weights.BaseHostWeigher):
     transfer, none when cached; the build queued behind the host's builds in
     flight and the scheduler's placements there since its report, at its
     measured throughput; a cold start), times
-    ``lifecycle_weight_multiplier``. A figure a host has not measured yet,
-    and every figure of a host without a fresh report, is predicted from
-    what the other hosts measured, or from ``[mlaccel_costmodel]`` defaults
-    when none did; when no host has a report, every host weighs the same
-    and stock weighers decide.
+    ``lifecycle_weight_multiplier``. A figure a host has not measured yet is
+    predicted from what the other hosts measured, or from
+    ``[mlaccel_costmodel]`` defaults when none did; a host without a fresh
+    report is predicted from the defaults. When no host has a report, every
+    host weighs the same and stock weighers decide.
 
     *Image locality*: 1 for a host that holds the image, 0 for one that
     does not, times ``image_locality_weight_multiplier``. A host's report
