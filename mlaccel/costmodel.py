@@ -43,6 +43,11 @@ StartRequest.__doc__ = ('What a VM start needs: its image (id and size in '
                         'report says where one is free, so every host is '
                         'predicted a cold start).')
 
+Options = collections.namedtuple(
+    'Options', ['fetch_bandwidth', 'image_size', 'build_seconds',
+                'cold_start'])
+Options.__doc__ = 'The ``[mlaccel_costmodel]`` values a model was made with.'
+
 Terms = collections.namedtuple(
     'Terms', ['cached_images', 'per_byte', 'fixed'])
 Terms.__doc__ = ('What a prediction needs of a host\'s report: the image '
@@ -65,10 +70,10 @@ class CostModel:
         self.image_size = opts.default_image_size
         self.build_seconds = opts.default_build_seconds
         self.cold_start = opts.cold_start_seconds
-        #: The option values, as read: :meth:`with_peers` leaves them as
-        #: they are, and a host without a report is predicted from them.
-        self.options = (self.fetch_bandwidth, self.image_size,
-                        self.build_seconds, self.cold_start)
+        #: The :class:`Options`, as read: :meth:`with_peers` leaves them
+        #: as they are, and a host without a report is predicted from them.
+        self.options = Options(self.fetch_bandwidth, self.image_size,
+                               self.build_seconds, self.cold_start)
 
     @property
     def params(self):
@@ -155,8 +160,8 @@ class CostModel:
         """
         size = self._size(request)
         if report is None:
-            return Prediction(size / self.options[0], self.options[2],
-                              self.cold_start)
+            return Prediction(size / self.options.fetch_bandwidth,
+                              self.options.build_seconds, self.cold_start)
         bandwidth = report.fetch_bandwidth or self.fetch_bandwidth
         return Prediction(
             0.0 if request.image_id in report.cached_images
@@ -196,8 +201,8 @@ class CostModel:
         """
         size = self._size(request)
         image_id = request.image_id
-        unreported = size / self.options[0] + self.options[2] \
-            + self.cold_start
+        unreported = size / self.options.fetch_bandwidth \
+            + self.options.build_seconds + self.cold_start
         if image_id is None:
             hits = [False] * len(host_terms)
         elif holders is not None:
