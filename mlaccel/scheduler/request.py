@@ -111,8 +111,8 @@ class RequestView:
         """The :class:`~mlaccel.costmodel.CostModel` of this request.
 
         The refresh's own, whose unmeasured figures come from the other
-        hosts' reports (:meth:`~mlaccel.costmodel.CostModel.with_peers`), unless
-        the options changed since: then one of the options now.
+        hosts' reports (:meth:`~mlaccel.costmodel.CostModel.with_peers`),
+        unless the options changed since: then one of the options now.
         """
         model = costmodel.CostModel(conf or mlaccel_conf.CONF)
         known = self.reports.model
