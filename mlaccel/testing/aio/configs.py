@@ -136,6 +136,11 @@ def nova(lay):
         'filter_scheduler': {
             'available_filters': ['nova.scheduler.filters.all_filters'],
             'enabled_filters': ','.join(scheduler_filters()),
+            # Nova 34 weighs concurrent requests in parallel, each on host
+            # states made from the compute records: a burst sees every
+            # host alike until the computes claim its builds. Ties then go
+            # to a random best host instead of all to the first one.
+            'shuffle_best_same_weighed_hosts': True,
         },
         'conductor': {'workers': 1},
         'vnc': {'enabled': False},
