@@ -47,6 +47,12 @@ count_stestr() {
         while read -r name; do
             [ -n "$name" ] && summary+=("  FAILED ${name}")
         done < <("$bin" failing --list 2>/dev/null)
+        # ...and why, one line per failure, so a short log still says it.
+        while read -r name; do
+            summary+=("    ${name:0:300}")
+        done < <("$bin" failing 2>/dev/null |
+                 grep -E '^[A-Za-z_.]*(Error|Exception|Mismatch)[A-Za-z]*: ' |
+                 head -n 10)
     fi
 }
 
