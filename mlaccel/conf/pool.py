@@ -106,9 +106,20 @@ OPTS = [
         'capacity_backoff',
         default=300.0,
         min=0.0,
-        help='Seconds a pool does not grow after Nova refused to create a '
-             'member (no capacity, over quota): it shrinks to what it holds '
-             'and launches create their VMs fresh.'),
+        help='Longest time, in seconds, a pool does not grow after creating '
+             'a member failed (Nova found no capacity, the project is over '
+             'quota, or the build failed): meanwhile it shrinks to what it '
+             'holds and launches create their VMs fresh. The first failure '
+             'pauses growth for capacity_backoff_first seconds; each further '
+             'refill that fails in a row doubles the pause, up to this.'),
+    cfg.FloatOpt(
+        'capacity_backoff_first',
+        default=15.0,
+        min=0.0,
+        help='Seconds a pool does not grow after the first failed refill; '
+             'see capacity_backoff. A short first pause lets a pool recover '
+             'at once from a single failed build, while a pool that keeps '
+             'failing (no capacity, over quota) soon waits the longest.'),
     cfg.IntOpt(
         'max_tasks',
         default=10,

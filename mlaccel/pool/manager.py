@@ -25,8 +25,8 @@ round, for each pool in the store:
    fails ``health_failures`` checks in a row is deleted.
 3. **Size** the pool (:mod:`mlaccel.pool.sizing`) and create the missing
    members (:func:`mlaccel.pool.members.build`) or delete the surplus,
-   oldest idle first. A refused create (no capacity, over quota) stops the
-   pool's growth for ``capacity_backoff`` seconds.
+   oldest idle first. A failed create (no capacity, over quota, a failed
+   build) stops the pool's growth for a while (:func:`backoff`).
 
 Idle VM-seconds are counted once, when a member stops being idle (claimed
 or deleted); ``idle_vm_s / tasks_served`` is the idle cost per task served.
@@ -64,6 +64,19 @@ def target(state, group, now):
     if until is not None and now < until:
         size = min(size, len(_idle(state)))
     return size
+
+
+def backoff(group, failed_rounds):
+    """Seconds a pool does not grow after ``failed_rounds`` failed refills.
+
+    ``capacity_backoff_first`` after the first, doubled with each further
+    one in a row, at most ``capacity_backoff``.
+    """
+    first, longest = group.capacity_backoff_first, group.capacity_backoff
+    if failed_rounds <= 0:
+        return 0.0
+    # 2 ** 63 seconds is past any bound; the exponent stays small.
+    return min(longest, first * 2.0 ** min(failed_rounds - 1, 63))
 
 
 def _idle(state):
@@ -301,12 +314,16 @@ class PoolManager:
                 stats['created'] += 1
             if failed:
                 stats['create_failures'] += failed
-                stats['capacity_until'] = time.time() + \
-                    self.group.capacity_backoff
+                rounds = stats.get('failed_rounds', 0) + 1
+                pause = backoff(self.group, rounds)
+                stats['failed_rounds'] = rounds
+                stats['capacity_until'] = time.time() + pause
+            else:
+                stats['failed_rounds'] = 0
         for server_id in extra:
             pool_members.delete(self.conn, server_id)
         if failed:
-            LOG.warning('Pool %s: %d of %d creations failed; the pool does '
-                        'not grow for %.0f s', key, failed, count,
-                        self.group.capacity_backoff)
+            LOG.warning('Pool %s: %d of %d creations failed (%d refill(s) '
+                        'in a row); the pool does not grow for %.0f s', key,
+                        failed, count, rounds, pause)
         return len(made)

@@ -62,7 +62,8 @@ def new_state(spec, min_size, max_size, max_tasks):
             'max_tasks': max_tasks, 'members': {},
             'stats': {'idle_vm_s': 0.0, 'tasks_served': 0, 'claimed': 0,
                       'asked': 0, 'created': 0, 'deleted': 0,
-                      'create_failures': 0, 'capacity_until': None,
+                      'create_failures': 0, 'failed_rounds': 0,
+                      'capacity_until': None,
                       'arrivals': [], 'lead_time_s': None}}
 
 

@@ -369,6 +369,36 @@ class PoolTest(pool_base.PoolTestCase):
         # The refused members were deleted too: nothing is left.
         self.wait_servers(lambda found: not found, 'every server gone')
 
+    def test_failed_builds_back_off_briefly_then_longer(self):
+        """A failed build pauses growth shortly; failing again, longer."""
+        self.flags(capacity_backoff_first=15.0, capacity_backoff=300.0,
+                   group='mlaccel_pool')
+        self.create_pool(1, 1)
+        failing = _Prefix(pool_members.name_prefix(self.key))
+        self.useFixture(pool_base.fixtures.MonkeyPatch(
+            'tests.functional.launcher.guest.FAIL_SPAWN', failing))
+        manager = self.manager()
+        pauses = []
+        for _ in range(2):
+            before = time.time()
+            manager.run_once()
+            stats = self.state()['stats']
+            pauses.append((stats['capacity_until'] - before,
+                           stats['capacity_until'] - time.time()))
+            # The pause over: the next round tries again.
+            with self.store.transaction(self.key) as state:
+                state['stats']['capacity_until'] = time.time() - 1
+        self.assertEqual(2, self.state()['stats']['failed_rounds'])
+        (first_max, first_min), (second_max, second_min) = pauses
+        self.assertTrue(first_min <= 15.0 <= first_max, pauses)
+        self.assertTrue(second_min <= 30.0 <= second_max, pauses)
+        failing.prefix = "no server is named like this: "
+        manager.run_once()
+        stats = self.state()['stats']
+        self.assertEqual((1, 0, 2), (len(self.state()['members']),
+                                     stats['failed_rounds'],
+                                     stats['create_failures']))
+
     def test_over_quota_the_pool_stops_growing_and_serves_what_it_has(self):
         self.flags(instances=2, group='quota')
         self.flags(refill_parallelism=1, group='mlaccel_pool')

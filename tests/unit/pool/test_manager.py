@@ -12,6 +12,7 @@
 
 """The manager's target size: demand, bounds and capacity back-off."""
 
+import types
 
 from mlaccel import conf as mlaccel_conf
 from mlaccel.pool import manager
@@ -54,3 +55,27 @@ class TestTarget(testcase.TestCase):
                        lead_time_s=20.0, capacity_until=1100.0)
         self.assertEqual(2, manager.target(state, GROUP, 1000.0))
         self.assertEqual(6, manager.target(state, GROUP, 1100.0))
+
+
+class TestBackoff(testcase.TestCase):
+
+    @staticmethod
+    def group(first, longest):
+        return types.SimpleNamespace(capacity_backoff_first=first,
+                                     capacity_backoff=longest)
+
+    def test_doubles_from_the_first_pause_up_to_the_longest(self):
+        group = self.group(15.0, 100.0)
+        self.assertEqual([0.0, 15.0, 30.0, 60.0, 100.0, 100.0],
+                         [manager.backoff(group, n) for n in range(6)])
+
+    def test_many_failed_rounds_stay_at_the_longest(self):
+        self.assertEqual(300.0,
+                         manager.backoff(self.group(15.0, 300.0), 10 ** 6))
+
+    def test_no_first_pause_means_no_pause(self):
+        self.assertEqual(0.0, manager.backoff(self.group(0.0, 300.0), 3))
+
+    def test_defaults_start_short_and_end_at_five_minutes(self):
+        self.assertEqual((15.0, 300.0), (manager.backoff(GROUP, 1),
+                                         manager.backoff(GROUP, 9)))
