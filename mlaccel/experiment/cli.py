@@ -167,7 +167,9 @@ def _at_scale(cal, options, arms, directory):
         cal, prod, arms, options.scale_repetitions, hosts=options.hosts,
         tasks=options.tasks, workload_seed=getattr(options, 'seed', None),
         progress=not options.no_progress)
-    schema.dump(results, os.path.join(directory, 'at-scale.json'))
+    # Tens of thousands of simulated records: compact, written in seconds.
+    schema.dump(results, os.path.join(directory, 'at-scale.json'),
+                compact=True)
     title = 'Simulated at %d hosts, %d tasks' % (
         scaled.hosts, len(results['workload']['tasks']))
     return _report(results, title, directory, 'at-scale')

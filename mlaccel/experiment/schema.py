@@ -187,7 +187,10 @@ def load(path, schema):
     return check(read(path), schema, os.path.basename(path) or path)
 
 
-def dump(data, path):
-    """Write ``data`` as indented JSON to ``path``, atomically."""
+def dump(data, path, compact=False):
+    """Write ``data`` as JSON to ``path``, atomically.
+
+    Indented unless ``compact``.
+    """
     from mlaccel.launcher import record
-    record.write_json(data, path)
+    record.write_json(data, path, compact)

@@ -177,14 +177,19 @@ def build(launch_id, request, vms, outcome, error=None, cleanup=None,
             'cleanup': cleanup or {}, 'limiter': limiter or {}}
 
 
-def write_json(record, path):
-    """Write ``record`` to ``path`` atomically (never half a file)."""
+def write_json(record, path, compact=False):
+    """Write ``record`` to ``path`` atomically (never half a file).
+
+    Indented for a reader, or ``compact``: one line, written by the JSON
+    encoder's C accelerator, for files of millions of records.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix='.record-', suffix='.json',
                                dir=directory)
+    layout = {'separators': (',', ':')} if compact else {'indent': 2}
     try:
         with os.fdopen(fd, 'w') as stream:
-            json.dump(record, stream, indent=2, sort_keys=True)
+            json.dump(record, stream, sort_keys=True, **layout)
             stream.write('\n')
         os.replace(tmp, path)
     except BaseException:
