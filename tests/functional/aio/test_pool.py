@@ -427,16 +427,22 @@ class PoolFaultsOnCloudTest(PoolCloudBase):
         state = self.state_when(spec.key,
                                 lambda s: s['stats']['create_failures'],
                                 'Nova to refuse a member')
-        # The pool shrinks to what it holds and stops trying meanwhile.
+        # The pool shrinks to what it holds and stops trying for the first
+        # pause: rounds of the manager pass without a new attempt.
         summary = pool_cli.summary(state, self.conf.mlaccel_pool)
         self.assertEqual(1, summary['target'])
-        time.sleep(3 * self.conf.mlaccel_pool.interval)
+        self.assertEqual(1, state['stats']['failed_rounds'])
+        interval = self.conf.mlaccel_pool.interval
+        time.sleep(max(interval, min(
+            3 * interval,
+            state['stats']['capacity_until'] - time.time() - 2 * interval)))
         state = self.store.read(spec.key)
         self.assertEqual(1, state['stats']['create_failures'])
         self.assertEqual([member], list(state['members']))
         self.assertEqual({member}, self.servers(spec.key))
-        # Capacity comes back: a task of two VMs takes the member and
-        # runs the other fresh; the pool does not take the room first.
+        # Capacity comes back, and the pool wants no more than it holds: a
+        # task of two VMs takes the member and runs the other fresh.
+        self.set_bounds(spec.key, 1)
         self.set_instance_quota(before)
         result = self.launch(spec, 2)
         self.assertEqual(api.SUCCEEDED, result['outcome'], result['error'])
