@@ -132,18 +132,47 @@ class Cluster:
     # Scheduling
 
     def _choose(self, image):
-        hosts = [h for h in self.hosts if h.free > 0]
-        if not hosts:
-            return None
+        """The host a request goes to, or ``None`` when none has room.
+
+        Stock: one of the hosts with the most free slots. The plugins: of
+        the hosts with a build slot left (all hosts with room if none has),
+        one predicted to start the VM soonest, the freest among those. Ties
+        go to a host drawn at random, as Nova's
+        ``shuffle_best_same_weighed_hosts`` does.
+        """
         if not self.arm.on(arms.SCHEDULER):
-            return max(hosts, key=lambda h: (h.free, self.rng.random()))
-        fit = [h for h in hosts if h.builds_in_flight < h.build_limit] \
-            or hosts
-        request = costmodel.StartRequest(image.name, image.size,
+            hosts = [h for h in self.hosts if h.free > 0]
+            if not hosts:
+                return None
+            most = max(h.free for h in hosts)
+            return self.rng.choice([h for h in hosts if h.free == most])
+        # The simulated hosts differ only in their builds, their room and
+        # their cache: the cost model predicts each kind of host once,
+        # not each of a thousand hosts per request.
+        name = image.name
+        kinds = {}
+        for h in self.hosts:
+            if h.free > 0:
+                key = (h.builds_in_flight < h.build_limit,
+                       name in h.cached_images, h.builds_in_flight,
+                       h.build_limit, h.free, h.build_throughput,
+                       h.fetch_bandwidth)
+                alike = kinds.get(key)
+                if alike is None:
+                    kinds[key] = [h]
+                else:
+                    alike.append(h)
+        if not kinds:
+            return None
+        keys = [k for k in kinds if k[0]] or list(kinds)
+        request = costmodel.StartRequest(name, image.size,
                                          self.arm.on(arms.TASKD))
-        seconds = self.model.seconds_each(fit, request)
-        return min(zip(seconds, fit),
-                   key=lambda p: (p[0], -p[1].free, self.rng.random()))[1]
+        seconds = self.model.seconds_each([kinds[k][0] for k in keys],
+                                          request)
+        ranks = [(s, -k[4]) for s, k in zip(seconds, keys)]
+        best = min(ranks)
+        return self.rng.choice([h for rank, k in zip(ranks, keys)
+                                if rank == best for h in kinds[k]])
 
     def _schedule(self, image):
         cost = self.cal.schedule_seconds[

@@ -183,13 +183,15 @@ def write_json(record, path, compact=False):
     Indented for a reader, or ``compact``: one line, written by the JSON
     encoder's C accelerator, for files of millions of records.
     """
+    # json.dumps, not json.dump: only the former uses the C encoder.
+    text = json.dumps(record, sort_keys=True, separators=(',', ':')) \
+        if compact else json.dumps(record, sort_keys=True, indent=2)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix='.record-', suffix='.json',
                                dir=directory)
-    layout = {'separators': (',', ':')} if compact else {'indent': 2}
     try:
         with os.fdopen(fd, 'w') as stream:
-            json.dump(record, stream, sort_keys=True, **layout)
+            stream.write(text)
             stream.write('\n')
         os.replace(tmp, path)
     except BaseException:

@@ -165,6 +165,19 @@ class BuildTest(testcase.TestCase):
         again = lifecycle.Timeline.from_dict(rec['vms'][1]['timeline'])
         self.assertEqual(rec['vms'][1]['timeline'], again.to_dict())
 
+    def test_compact_json_is_one_line_and_the_same_data(self):
+        rec = self._record()
+        directory = self.useFixture(fixtures.TempDir()).path
+        indented = os.path.join(directory, 'indented.json')
+        compact = os.path.join(directory, 'compact.json')
+        record.write_json(rec, indented)
+        record.write_json(rec, compact, compact=True)
+        with open(compact) as stream:
+            lines = stream.read().splitlines()
+        self.assertEqual(1, len(lines))
+        self.assertEqual(rec, json.loads(lines[0]))
+        self.assertLess(os.path.getsize(compact), os.path.getsize(indented))
+
     def test_unserialisable_record_leaves_no_file(self):
         directory = self.useFixture(fixtures.TempDir()).path
         path = os.path.join(directory, 'record.json')
