@@ -176,7 +176,14 @@ def summary(state, group, now=None):
             'lead_time_s': stats['lead_time_s'],
             'idle_vm_s': idle_s, 'tasks_served': served,
             'idle_vm_s_per_task': idle_s / served if served else None,
-            'create_failures': stats['create_failures']}
+            'create_failures': stats['create_failures'],
+            'paused_s': _paused(stats, now)}
+
+
+def _paused(stats, now):
+    """Seconds the pool's growth stays paused after failed refills."""
+    until = stats.get('capacity_until')
+    return until - now if until is not None and until > now else None
 
 
 def _table(rows, columns):
@@ -195,7 +202,8 @@ def _list(conf, store):
     _table([summary(store.read(key), conf.mlaccel_pool)
             for key in store.keys()],
            ('key', 'image', 'flavor', 'min', 'max', 'idle', 'claimed',
-            'target', 'idle_vm_s', 'tasks_served', 'idle_vm_s_per_task'))
+            'target', 'idle_vm_s', 'tasks_served', 'idle_vm_s_per_task',
+            'create_failures', 'paused_s'))
 
 
 def _members(store, key):

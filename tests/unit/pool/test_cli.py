@@ -15,6 +15,7 @@
 import os
 import subprocess
 import sys
+import time
 
 import fixtures
 
@@ -65,6 +66,17 @@ class TestPoolCli(testcase.TestCase):
         self.assertEqual(0, code, err)
         self.assertIn('s1', out)
         self.assertNotIn(TOKEN, out + err)
+
+    def test_list_shows_a_paused_pool(self):
+        with pool_store.PoolStore(self.dir).transaction(SPEC.key) as state:
+            state['stats'].update(create_failures=2, failed_rounds=2,
+                                  capacity_until=time.time() + 3600)
+        code, out, err = self.cli('list')
+        self.assertEqual(0, code, err)
+        header, row = out.splitlines()
+        fields = dict(zip(header.split(), row.split()))
+        self.assertEqual('2', fields['create_failures'])
+        self.assertTrue(3000 < float(fields['paused_s']) <= 3600, out)
 
     def test_set_bounds_checked_and_kept(self):
         code, _, err = self.cli('set', SPEC.key, '--min', '5')
