@@ -177,13 +177,7 @@ def summary(state, group, now=None):
             'idle_vm_s': idle_s, 'tasks_served': served,
             'idle_vm_s_per_task': idle_s / served if served else None,
             'create_failures': stats['create_failures'],
-            'paused_s': _paused(stats, now)}
-
-
-def _paused(stats, now):
-    """Seconds the pool's growth stays paused after failed refills."""
-    until = stats.get('capacity_until')
-    return until - now if until is not None and until > now else None
+            'paused_s': pool_manager.paused(stats, now) or None}
 
 
 def _table(rows, columns):

@@ -60,10 +60,15 @@ def target(state, group, now):
         lead = group.default_lead_time
     size = sizing.target_size(rate, lead, group.margin,
                               state['bounds']['min'], state['bounds']['max'])
-    until = stats.get('capacity_until')
-    if until is not None and now < until:
+    if paused(stats, now):
         size = min(size, len(_idle(state)))
     return size
+
+
+def paused(stats, now):
+    """Seconds the pool's growth stays paused after failed refills, or 0."""
+    until = stats.get('capacity_until')
+    return until - now if until is not None and until > now else 0.0
 
 
 def backoff(group, failed_rounds):
