@@ -48,6 +48,7 @@ from mlaccel.taskd import protocol as taskd_protocol
 from mlaccel.tasks import clip
 from mlaccel.testing.aio import cloud
 from mlaccel.testing.aio import layout as aio_layout
+from mlaccel.testing.aio import procs
 
 LOG = logging.getLogger(__name__)
 
@@ -128,8 +129,14 @@ class AioRunner(runner_mod.TaskRunner):
         if not os.path.exists(self.lay.cloud_file) or not all(
                 cloud.status(self.lay).values()) or not cloud.status(
                 self.lay):
-            cloud.up(self.lay)
+            # Set first: whatever came up is taken down by close().
             self.brought_up = True
+            try:
+                cloud.up(self.lay)
+            except procs.ServiceError as exc:
+                raise runner_mod.RunnerError(
+                    'the all-in-one cloud did not come up (logs in %s): %s'
+                    % (self.lay.log, exc))
         bringup = time.monotonic() - started
         self.conn = cloud.connect(self.lay)
         self.flavor_id = self._flavor(workload)

@@ -285,3 +285,6 @@ def main(argv=None):
             ValueError) as exc:
         print('error: %s' % exc, file=sys.stderr)
         return 2
+    except runner_mod.RunnerError as exc:
+        print('error: %s' % exc, file=sys.stderr)
+        return 1

@@ -40,6 +40,10 @@ LOG = logging.getLogger(__name__)
 POOLS_PREFILLED = 'pools_prefilled_to_peak'
 
 
+class RunnerError(Exception):
+    """The cloud the arms run on could not be made ready (one message)."""
+
+
 class Runner(abc.ABC):
     """Runs an arm's workload; :func:`execute` calls it in this order.
 

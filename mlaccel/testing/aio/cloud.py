@@ -22,6 +22,7 @@ import importlib.metadata
 import json
 import os
 import shutil
+import sysconfig
 import time
 
 from mlaccel.cmd import cinder_config
@@ -147,8 +148,28 @@ def start_infra(lay):
     procs.wait_port(lay, 'rabbitmq', lay.ports.amqp, 120)
 
 
+def _libpython_dir():
+    """The directory of this Python's shared libpython, or None if static.
+
+    The harness's uwsgi embeds the interpreter it was built with (this one)
+    by linking libpython, but the loader looks in the system's directories
+    first: with a Python that is not the distribution's (pyenv, one built
+    from source) it would load the system's libpython of another patch
+    level, and extension modules would fail to import (``undefined
+    symbol``).
+    """
+    if sysconfig.get_config_var('Py_ENABLE_SHARED'):
+        return sysconfig.get_config_var('LIBDIR')
+    return None
+
+
 def _wsgi(lay, name, port, module, env=None, extra=()):
     """Start an API under uwsgi: one process, four threads, on loopback."""
+    env = dict(env or {})
+    libdir = _libpython_dir()
+    if libdir:
+        env['LD_LIBRARY_PATH'] = os.pathsep.join(
+            filter(None, (libdir, os.environ.get('LD_LIBRARY_PATH'))))
     procs.start(lay, name, [
         lay.bin('uwsgi'), '--http-socket', '127.0.0.1:%d' % port,
         '--module', module, '--home', lay.venv, '--master',
@@ -274,7 +295,7 @@ def start_services(lay):
     for name in ('glance', 'placement', 'neutron', 'nova-api') + (
             ('cinder-api',) if lay.settings.cinder else ()):
         port = getattr(lay.ports, name.replace('-api', ''))
-        procs.wait_port(lay, name, port, 120)
+        procs.wait_port(lay, name, port, 120, probe=procs.http_answers)
 
 
 def start_compute(lay, host, agent=True):
@@ -483,7 +504,8 @@ def up(lay):
         clock.mark('keystone bootstrapped')
     _wsgi(lay, 'keystone', lay.ports.keystone, 'keystone.wsgi.api:application',
           env={'OS_KEYSTONE_CONFIG_DIR': lay.path('etc', 'keystone')})
-    procs.wait_port(lay, 'keystone', lay.ports.keystone, 60)
+    procs.wait_port(lay, 'keystone', lay.ports.keystone, 60,
+                    probe=procs.http_answers)
     conn = connect(lay)
     if first:
         register_catalog(lay, conn)

@@ -19,6 +19,7 @@ environment (``MLACCEL_AIO_PROCESS_OF=<base>``): :func:`sweep` finds and
 ends anything left with it, e.g. guests whose nova-compute was killed.
 """
 
+import http.client
 import os
 import signal
 import socket
@@ -229,11 +230,29 @@ def port_open(port, host='127.0.0.1'):
         return False
 
 
-def wait_port(layout, name, port, timeout=120.0):
-    """Wait until ``port`` accepts connections; fail fast if ``name`` dies."""
+def http_answers(port, host='127.0.0.1'):
+    """Whether an HTTP server on ``port`` answers a request (any status)."""
+    conn = http.client.HTTPConnection(host, port, timeout=5)
+    try:
+        conn.request('GET', '/')
+        conn.getresponse().read()
+        return True
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
+def wait_port(layout, name, port, timeout=120.0, probe=port_open):
+    """Wait until ``port`` accepts connections; fail fast if ``name`` dies.
+
+    :param probe: what counts as ready, given the port: by default that it
+        accepts a connection; :func:`http_answers` for a WSGI server, which
+        listens before its application is loaded (and may fail to load).
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if port_open(port):
+        if probe(port):
             return
         if name and not running(layout, name):
             raise ServiceError('%s exited before listening on %d:\n%s'
