@@ -33,6 +33,7 @@ stock total) is not met; 2 for bad input.
 import argparse
 import importlib
 import json
+import logging
 import os
 import sys
 
@@ -279,6 +280,10 @@ COMMANDS = {'workload': cmd_workload, 'run': cmd_run,
 
 def main(argv=None):
     options = _parser().parse_args(argv)
+    # py-amqp warns, through logging's last resort on stderr, of each
+    # message that reaches a channel while it closes (a notification
+    # listener stopping): nothing this command's user can act on.
+    logging.getLogger('amqp').setLevel(logging.ERROR)
     try:
         return COMMANDS[options.command](options)
     except (schema.InvalidFile, calibration_mod.CalibrationError,

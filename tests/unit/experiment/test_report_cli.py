@@ -25,6 +25,7 @@ from mlaccel.experiment import charts
 from mlaccel.experiment import cli
 from mlaccel.experiment import report
 from mlaccel.experiment import results as results_mod
+from mlaccel.experiment import runner as runner_mod
 from mlaccel.experiment import schema
 from mlaccel.experiment import workload
 from tests import testcase
@@ -168,3 +169,39 @@ class TestCommandLine(testcase.TestCase):
         self.assertEqual(1, status)
         self.assertIn('>= 99 %: NOT MET', out)
         self.assertTrue(out.splitlines()[-1].startswith('RESULT '))
+
+
+class _CloudDown(runner_mod.Runner):
+    """A runner whose cloud never comes up, as a failed bring-up ends."""
+
+    kind = 'down'
+    closed = []
+
+    def prepare(self, workload):
+        raise runner_mod.RunnerError('the all-in-one cloud did not come up: '
+                                     'keystone exited')
+
+    def reset(self, arm):
+        raise AssertionError('no run without a cloud')
+
+    def run(self, arm, workload, done):
+        raise AssertionError('no run without a cloud')
+
+    def close(self):
+        self.closed.append(True)
+
+
+class TestRunnerFailure(testcase.TestCase):
+
+    def test_a_cloud_that_does_not_come_up_is_one_line_and_closed(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'mlaccel.experiment.cli.RUNNERS',
+            dict(cli.RUNNERS, down=__name__ + ':_CloudDown')))
+        output = self.useFixture(fixtures.TempDir()).path
+        status, out, err = _main(['run', 'down', '--output', output,
+                                  '--no-simulate', '--no-progress'])
+        self.assertEqual(1, status)
+        self.assertEqual(['error: the all-in-one cloud did not come up: '
+                          'keystone exited'], err.splitlines())
+        self.assertNotIn('RESULT', out)
+        self.assertEqual([True], _CloudDown.closed)
