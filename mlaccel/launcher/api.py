@@ -553,8 +553,10 @@ class Launch:
         if source is None:
             return
         try:
+            # A pool member was built before this listener bound its
+            # queue: its notifications went by, its boundaries are its claim.
             built = [vm.server_id for vm in self.vms
-                     if vm.server_id and vm.built]
+                     if vm.server_id and vm.built and not vm.pooled]
 
             def complete():
                 return all(

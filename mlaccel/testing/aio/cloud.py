@@ -22,7 +22,6 @@ import importlib.metadata
 import json
 import os
 import shutil
-import sysconfig
 import time
 
 from mlaccel.cmd import cinder_config
@@ -148,28 +147,14 @@ def start_infra(lay):
     procs.wait_port(lay, 'rabbitmq', lay.ports.amqp, 120)
 
 
-def _libpython_dir():
-    """The directory of this Python's shared libpython, or None if static.
-
-    The harness's uwsgi embeds the interpreter it was built with (this one)
-    by linking libpython, but the loader looks in the system's directories
-    first: with a Python that is not the distribution's (pyenv, one built
-    from source) it would load the system's libpython of another patch
-    level, and extension modules would fail to import (``undefined
-    symbol``).
-    """
-    if sysconfig.get_config_var('Py_ENABLE_SHARED'):
-        return sysconfig.get_config_var('LIBDIR')
-    return None
-
-
 def _wsgi(lay, name, port, module, env=None, extra=()):
-    """Start an API under uwsgi: one process, four threads, on loopback."""
-    env = dict(env or {})
-    libdir = _libpython_dir()
-    if libdir:
-        env['LD_LIBRARY_PATH'] = os.pathsep.join(
-            filter(None, (libdir, os.environ.get('LD_LIBRARY_PATH'))))
+    """Start an API under uwsgi: one process, four threads, on loopback.
+
+    uwsgi is pyuwsgi's: a wheel of this Python's ABI that runs in this
+    interpreter, rather than a binary built from uWSGI's sdist, which
+    embeds whichever libpython the build found (the system's, of another
+    patch level than a pyenv Python or one built from source).
+    """
     procs.start(lay, name, [
         lay.bin('uwsgi'), '--http-socket', '127.0.0.1:%d' % port,
         '--module', module, '--home', lay.venv, '--master',

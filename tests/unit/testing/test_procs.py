@@ -13,16 +13,13 @@
 """Readiness of the all-in-one cloud's services, with real sockets."""
 
 import http.server
-import os
 import socket
 import sys
-import sysconfig
 import textwrap
 import threading
 
 import fixtures
 
-from mlaccel.testing.aio import cloud
 from mlaccel.testing.aio import layout
 from mlaccel.testing.aio import procs
 from tests import testcase
@@ -91,14 +88,3 @@ class HttpReadinessTest(testcase.TestCase):
                                   'api', port, 60, probe=procs.http_answers)
         self.assertIn('api exited before listening', str(error))
         self.assertIn('GAME OVER', str(error))
-
-
-class LibpythonTest(testcase.TestCase):
-
-    def test_the_directory_holds_this_pythons_libpython(self):
-        libdir = cloud._libpython_dir()
-        if not sysconfig.get_config_var('Py_ENABLE_SHARED'):
-            self.assertIsNone(libdir)
-            return
-        self.assertTrue(os.path.exists(os.path.join(
-            libdir, sysconfig.get_config_var('INSTSONAME'))))
