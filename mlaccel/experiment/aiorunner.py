@@ -106,8 +106,9 @@ class AioRunner(runner_mod.TaskRunner):
             '--base', default=os.environ.get(aio_layout.BASE_ENV),
             help='base directory of the all-in-one cloud; one running '
                  'there is used as is, else one is brought up there and '
-                 'taken down at the end (default: $%s, else a new '
-                 'temporary directory)' % aio_layout.BASE_ENV)
+                 'taken down at the end, its logs left in DIR/log '
+                 '(default: $%s, else a new temporary directory, removed)'
+                 % aio_layout.BASE_ENV)
         parser.add_argument('--keep-cloud', action='store_true',
                             help='leave a cloud this command brought up '
                                  'running')
@@ -354,6 +355,8 @@ class AioRunner(runner_mod.TaskRunner):
         if self.listener is not None:
             self.listener.stop()
         if self.brought_up and not self.keep_cloud:
-            cloud.down(self.lay, purge=self.purge)
+            # Its volumes and images take tens of GB: only the logs stay
+            # in a --base of the caller's.
+            cloud.down(self.lay, purge=True, keep_logs=not self.purge)
         elif self.store is not None:
             self.restore()

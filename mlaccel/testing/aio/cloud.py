@@ -518,8 +518,11 @@ def up(lay):
     return result
 
 
-def down(lay, purge=False):
-    """Stop every recorded service, sweep leftovers, optionally purge."""
+def down(lay, purge=False, keep_logs=False):
+    """Stop every recorded service, sweep leftovers, optionally purge.
+
+    :param keep_logs: with ``purge``, remove all but the services' logs.
+    """
     clock = Clock()
     recorded = procs.recorded(lay)
     # OpenStack services first, all at once (each may take its graceful
@@ -544,7 +547,17 @@ def down(lay, purge=False):
     if left:
         print('[aio] ended %d leftover processes: %s' % (len(left), left))
     clock.mark('stopped')
-    if purge:
+    if purge and keep_logs:
+        for name in os.listdir(lay.base):
+            path = os.path.join(lay.base, name)
+            if path == lay.log:
+                continue
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+        clock.mark('removed %s but its logs' % lay.base)
+    elif purge:
         shutil.rmtree(lay.base, ignore_errors=True)
         clock.mark('removed %s' % lay.base)
     remaining = procs.marked(lay.base)
