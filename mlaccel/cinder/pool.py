@@ -128,7 +128,10 @@ class ReadyPool:
             return None
         self.handover_seconds = _average(self.handover_seconds,
                                          time.monotonic() - started)
-        return {'_name_id': name_id}
+        # The volume takes over the clone's backend object, and with it
+        # what the backend said of it when it made it.
+        return {'_name_id': name_id,
+                'shared_targets': member.shared_targets}
 
     def want(self, image_id):
         """Ask the refill thread to bring an image's pool to its target."""

@@ -180,7 +180,18 @@ def _copy_data(fin, fout, size):
 
 @interface.volumedriver
 class FileVolumeDriver(driver.VolumeDriver):
-    """One sparse file per volume under ``mlaccel_file_volume_dir``."""
+    """One sparse file per volume under ``mlaccel_file_volume_dir``.
+
+    A volume is a local file: no target is shared, and each create says so
+    in its model update, so that the row Cinder marks available already
+    holds it. (Cinder records a new volume's ``shared_targets`` and
+    ``service_uuid`` only after it marks it available; a Nova that attaches
+    it in between reads the column's default, shared, and os-brick then
+    locks on the missing service and fails the build.)
+    """
+
+    #: The model update of every volume this driver creates.
+    CREATED = {'shared_targets': False}
 
     VERSION = '1.0.0'
     CI_WIKI_NAME = 'mlaccel'
@@ -226,6 +237,7 @@ class FileVolumeDriver(driver.VolumeDriver):
         with open(path, 'xb'):
             pass
         os.truncate(path, volume.size * units.Gi)
+        return dict(self.CREATED)
 
     def delete_volume(self, volume):
         self._remove(self.local_path(volume))
@@ -254,6 +266,7 @@ class FileVolumeDriver(driver.VolumeDriver):
     def create_cloned_volume(self, volume, src_vref):
         self._clone(self.local_path(src_vref), self.local_path(volume),
                     volume.size)
+        return dict(self.CREATED)
 
     def create_snapshot(self, snapshot):
         self._clone(self.local_path(snapshot.volume),
@@ -265,6 +278,7 @@ class FileVolumeDriver(driver.VolumeDriver):
     def create_volume_from_snapshot(self, volume, snapshot):
         self._clone(self._snapshot_path(snapshot), self.local_path(volume),
                     volume.size)
+        return dict(self.CREATED)
 
     def extend_volume(self, volume, new_size):
         self._resize(self.local_path(volume), new_size)
@@ -310,6 +324,7 @@ class FileVolumeDriver(driver.VolumeDriver):
                 'vendor_name': 'mlaccel',
                 'driver_version': self.VERSION,
                 'storage_protocol': 'local',
+                'shared_targets': False,
                 'total_capacity_gb': st.f_blocks * st.f_frsize // units.Gi,
                 'free_capacity_gb': st.f_bavail * st.f_frsize // units.Gi,
                 'reserved_percentage': 0,

@@ -294,6 +294,38 @@ class ReadyPoolTest(base.MirrorTestBase):
         self.wait_gone(volume['id'])
         self.assertFalse(os.path.exists(path))
 
+    def test_a_volume_turns_available_with_its_targets_recorded(self):
+        """The row Cinder marks available already says no target is shared.
+
+        Cinder records ``shared_targets`` only after marking a new volume
+        available; a Nova attaching it in between reads the column's
+        default (shared), and os-brick then locks on the volume service not
+        recorded yet and fails the build. The save is watched, not
+        replaced.
+        """
+        seen = {}
+        save = objects.Volume.save
+
+        def watched(volume):
+            if ('status' in volume.obj_what_changed()
+                    and volume.status == 'available'):
+                seen.setdefault(volume.id, volume.shared_targets)
+            return save(volume)
+        self.useFixture(fixtures.MonkeyPatch(
+            'cinder.objects.volume.Volume.save', watched))
+        ctx = context.RequestContext(base.fake.USER_ID, base.fake.PROJECT_ID)
+        pooled = self.images.add(base.image_bytes('targets-pool', 3 * MIB))
+        self.mirror.prewarm(ctx, pooled, self.images)
+        self.wait_pool(pooled['id'], 1)
+        from_pool = self.wait(self.create(pooled['id'], size=2))
+        self.assertEqual(1, self.mirror.stats['pool_hit'])
+        cloned = self.wait(self.create(
+            self.images.add(base.image_bytes('targets-miss', 3 * MIB))['id'],
+            size=2))
+        for volume in (from_pool, cloned):
+            self.assertEqual('available', volume['status'])
+            self.assertIs(False, seen[volume['id']], volume['id'])
+
     def test_evicting_the_image_drains_its_pool(self):
         image = self.images.add(base.image_bytes('drain', 3 * MIB))
         ctx = context.RequestContext(base.fake.USER_ID, base.fake.PROJECT_ID)
