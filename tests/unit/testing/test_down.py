@@ -1,0 +1,57 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Taking down an all-in-one cloud that runs no service, on real files."""
+
+import contextlib
+import io
+import os
+
+import fixtures
+
+from mlaccel.testing.aio import cloud
+from mlaccel.testing.aio import layout
+from tests import testcase
+
+
+class PurgeTest(testcase.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        base = os.path.join(self.useFixture(fixtures.TempDir()).path, 'c')
+        self.lay = layout.Layout(base, settings=layout.Settings())
+        for name in ('log/nova-api.log', 'data/cinder/volumes/volume-1',
+                     'run/bootstrapped', 'etc/nova/nova.conf'):
+            path = os.path.join(base, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, 'w') as f:
+                f.write('x')
+        with open(os.path.join(base, 'settings.json'), 'w') as f:
+            f.write('{}')
+
+    def down(self, **kwargs):
+        with contextlib.redirect_stdout(io.StringIO()):
+            cloud.down(self.lay, **kwargs)
+
+    def test_purge_keeping_the_logs_removes_everything_else(self):
+        self.down(purge=True, keep_logs=True)
+        self.assertEqual(['log'], os.listdir(self.lay.base))
+        self.assertEqual(['nova-api.log'], os.listdir(self.lay.log))
+
+    def test_purge_removes_the_base(self):
+        self.down(purge=True)
+        self.assertFalse(os.path.exists(self.lay.base))
+
+    def test_without_purge_everything_stays(self):
+        self.down()
+        self.assertEqual(['data', 'etc', 'log', 'run', 'settings.json'],
+                         sorted(os.listdir(self.lay.base)))
