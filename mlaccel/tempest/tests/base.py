@@ -62,7 +62,10 @@ class MlaccelAdminTest(base.BaseV2ComputeAdminTest):
         return image['id']
 
     def wait_for_report(self, host, image_id):
-        """Wait until ``host``'s report on the state bus lists the image.
+        """Wait until nova-scheduler has read ``host``'s report of the image.
+
+        That is: until the report on the state bus lists the image, then
+        one refresh interval of the scheduler's report cache.
 
         Returns at once when no bus is configured.
         """
@@ -79,6 +82,7 @@ class MlaccelAdminTest(base.BaseV2ComputeAdminTest):
                 cache.refresh()
                 report = cache.snapshot().get(host)
                 if report is not None and image_id in report.cached_images:
+                    time.sleep(CONF.mlaccel.scheduler_refresh_interval + 0.5)
                     return
                 if time.monotonic() > deadline:
                     self.fail('the report of %s did not list image %s '
