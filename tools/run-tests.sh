@@ -69,6 +69,13 @@ count_aio() {
     failed=$((failed + $(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")))
     skipped=$((skipped + $(sed -n 's/.* \([0-9]*\) skipped.*/\1/p' <<<"$line")))
     summary+=("aio: ${line#aio job: }")
+    # ...and, under it, the failed tests and why (see mlaccel.testing.aio.ci).
+    while read -r line; do
+        case $line in
+        "aio failed: "*) summary+=("  FAILED ${line#aio failed: }") ;;
+        "aio why: "*) summary+=("    ${line#aio why: }") ;;
+        esac
+    done < <(grep -E '^aio (failed|why): ' .tox/aio.log)
 }
 
 for env in "${suites[@]}"; do

@@ -48,12 +48,17 @@ UPSTREAM_EXCLUDE = (r'test_get_hypervisor_uptime|security_group|'
 FUNCTIONAL_REGEX = r'^tests\.functional\.(aio|devstack)\.'
 
 _COUNT = re.compile(r'^ - (Passed|Failed|Skipped): (\d+)\s*$')
+#: subunit-trace's line of a failed test: ``{0} test.id [1.2s] ... FAILED``.
+_FAILED = re.compile(r'^\{\d+\} (\S+) .*\.\.\. FAILED\s*$')
+#: The last line of a traceback: ``SomeError: why``.
+_REASON = re.compile(r'^\s*([\w.]*(Error|Exception|Mismatch)\w*: .*)$')
 
 
 def run_suite(name, argv, cwd, env):
     """Run a stestr-style suite, echoing its output; return its counts."""
     started = time.monotonic()
     counts = {'Passed': 0, 'Failed': 0, 'Skipped': 0}
+    failing, reasons = [], []
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     for line in proc.stdout:
@@ -61,13 +66,20 @@ def run_suite(name, argv, cwd, env):
         match = _COUNT.match(line)
         if match:
             counts[match.group(1)] = int(match.group(2))
+        match = _FAILED.match(line)
+        if match:
+            failing.append(match.group(1))
+        match = _REASON.match(line)
+        if failing and match and match.group(1)[:300] not in reasons:
+            # subunit-trace prints each traceback twice: keep one.
+            reasons.append(match.group(1)[:300])
     code = proc.wait()
     if code == 0 and not counts['Passed']:
         # A suite that found no test (e.g. a plugin not installed) fails.
         code = 1
     return {'suite': name, 'passed': counts['Passed'],
             'failed': counts['Failed'], 'skipped': counts['Skipped'],
-            'exit_code': code,
+            'exit_code': code, 'failing': failing, 'reasons': reasons[:10],
             'seconds': round(time.monotonic() - started, 1)}
 
 
@@ -148,3 +160,9 @@ def print_summary(results, seconds, failure):
           % (seconds, sum(r['passed'] for r in tests),
              sum(r['failed'] for r in tests),
              sum(r['skipped'] for r in tests)))
+    # The failed tests and why, under the summary, so a log's tail says it.
+    for r in tests:
+        for name in r.get('failing', ()):
+            print('aio failed: %s' % name)
+        for reason in r.get('reasons', ()):
+            print('aio why: %s' % reason)
