@@ -30,7 +30,10 @@ after a restart they are deleted, not restored.
 A handover is a few database writes (the clone's quota and row); a clone on
 a copy-on-write backend can cost less. The pool measures both (moving
 averages of the backend's clones and of its handovers) and stands aside,
-neither handing over nor refilling, while clones are the cheaper.
+neither handing over nor refilling, while clones are the cheaper. Until a
+handover has been measured it is taken to cost ``HANDOVER_PRIOR`` seconds,
+so that a copy-on-write backend's first request after a pre-warm is a clone,
+not a handover that teaches the pool it should not have made one.
 """
 
 import collections
@@ -50,6 +53,11 @@ IDLE_WAIT = 30
 # Seconds without requests before a refill starts: a request served from the
 # pool is still being recorded by Cinder's flow when its clone is done.
 QUIET = 0.5
+# Seconds a handover is taken to cost until one is measured: a few database
+# writes (``python -m mlaccel.bench cinder`` measures about 14 ms). A clone
+# that copies data takes a tenth of a second per 100 MiB or more, a
+# copy-on-write clone about a millisecond.
+HANDOVER_PRIOR = 0.05
 
 
 class ReadyPool:
@@ -80,10 +88,14 @@ class ReadyPool:
             return len(self._ready.get(image_id, ()))
 
     def worth_it(self):
-        """Whether a handover costs less than a clone (or is unmeasured)."""
+        """Whether a handover costs less than a clone (or it is unmeasured).
+
+        A handover not measured yet counts as ``HANDOVER_PRIOR``.
+        """
         clone, handover = self.clone_seconds, self.handover_seconds
-        return (not self.adaptive or clone is None or handover is None
-                or clone > handover)
+        if handover is None:
+            handover = HANDOVER_PRIOR
+        return not self.adaptive or clone is None or clone > handover
 
     def clone_took(self, seconds):
         """Record how long the backend took to clone a golden volume."""

@@ -30,6 +30,7 @@ from cinder import objects
 from cinder.tests.functional.api import client
 
 from mlaccel.cinder import golden
+from mlaccel.cinder import pool as pool_mod
 from mlaccel.testing import filevolume
 from tests.functional.cinder import base
 
@@ -343,7 +344,10 @@ class AdaptivePoolTest(base.MirrorTestBase):
     """The ready pool where clones are cheap.
 
     A clone of a few MiB on this file system costs less than a handover's
-    database writes: after one handover the pool stands aside.
+    database writes. The pool's first refill measures a clone; from then on
+    it stands aside, and the first request after the pre-warm is a clone of
+    the golden volume, not a handover. Once a handover is measured (the
+    pool forced to serve), it stands aside by the measured costs.
     """
 
     CACHE_FLAGS = {'pool_size': 1}
@@ -356,16 +360,27 @@ class AdaptivePoolTest(base.MirrorTestBase):
         self.wait_pool(image['id'], 1)
         pool = self.mirror.pool
         self.assertIsNotNone(pool.clone_seconds)
-        self.wait(self.create(image['id']))
-        self.assertEqual(1, self.mirror.stats['pool_hit'])
-        self.assertLess(pool.clone_seconds, pool.handover_seconds)
+        self.assertLess(pool.clone_seconds, pool_mod.HANDOVER_PRIOR)
         self.assertFalse(pool.worth_it())
         volume = self.wait(self.create(image['id']))
         self.assertEqual('available', volume['status'])
         self.assertHoldsImage(volume['id'], image['id'])
+        self.assertEqual(0, self.mirror.stats['pool_hit'])
+        self.assertEqual(1, self.mirror.stats['hit'])
+        # Forced to serve once, the pool measures a handover...
+        pool.adaptive = False
+        volume = self.wait(self.create(image['id']))
+        self.assertEqual('available', volume['status'])
+        self.assertHoldsImage(volume['id'], image['id'])
         self.assertEqual(1, self.mirror.stats['pool_hit'])
-        self.assertEqual(2, self.mirror.stats['hit'])
-        self.assertEqual(0, pool.count(image['id']))
+        # ...which costs more than a clone here: adaptive, it stands aside.
+        pool.adaptive = True
+        self.assertLess(pool.clone_seconds, pool.handover_seconds)
+        self.assertFalse(pool.worth_it())
+        volume = self.wait(self.create(image['id']))
+        self.assertHoldsImage(volume['id'], image['id'])
+        self.assertEqual(1, self.mirror.stats['pool_hit'])
+        self.assertEqual(3, self.mirror.stats['hit'])
 
 
 class OperatorTest(base.MirrorTestBase):

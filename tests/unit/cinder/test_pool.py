@@ -1,0 +1,52 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""When the adaptive ready pool serves, from the costs it measured."""
+
+from mlaccel.cinder import pool as pool_mod
+from tests import testcase
+
+PRIOR = pool_mod.HANDOVER_PRIOR
+
+
+class WorthItTest(testcase.TestCase):
+
+    def pool(self, clone=None, handover=None, adaptive=True):
+        pool = pool_mod.ReadyPool(mirror=None, size=2, window=600,
+                                  adaptive=adaptive)
+        pool.clone_seconds = clone
+        pool.handover_seconds = handover
+        return pool
+
+    def test_nothing_measured_serves(self):
+        self.assertTrue(self.pool().worth_it())
+
+    def test_clone_cheaper_than_an_unmeasured_handover_stands_aside(self):
+        # A copy-on-write clone: the first request after a pre-warm clones.
+        self.assertFalse(self.pool(clone=PRIOR / 50).worth_it())
+        self.assertEqual(0, self.pool(clone=PRIOR / 50).target('i', True))
+
+    def test_clone_dearer_than_an_unmeasured_handover_serves(self):
+        self.assertTrue(self.pool(clone=PRIOR * 40).worth_it())
+        self.assertEqual(2, self.pool(clone=PRIOR * 40).target('i', True))
+
+    def test_a_measured_handover_replaces_the_prior(self):
+        # Cheaper than the prior: clones a little cheaper than the prior
+        # are still worth replacing by a handover.
+        self.assertTrue(self.pool(clone=PRIOR / 2,
+                                  handover=PRIOR / 10).worth_it())
+        self.assertFalse(self.pool(clone=PRIOR * 2,
+                                   handover=PRIOR * 3).worth_it())
+
+    def test_not_adaptive_always_serves(self):
+        self.assertTrue(self.pool(clone=PRIOR / 50, handover=PRIOR,
+                                  adaptive=False).worth_it())
