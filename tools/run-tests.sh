@@ -51,7 +51,7 @@ count_stestr() {
         while read -r name; do
             summary+=("    ${name:0:300}")
         done < <("$bin" failing 2>/dev/null |
-                 grep -E '^[A-Za-z_.]*(Error|Exception|Mismatch)[A-Za-z]*: ' |
+                 grep -E '^[A-Za-z_.]*(Error|Exception|Failure|Mismatch|Timeout)[A-Za-z]*: ' |
                  head -n 10)
     fi
 }

@@ -51,7 +51,8 @@ _COUNT = re.compile(r'^ - (Passed|Failed|Skipped): (\d+)\s*$')
 #: subunit-trace's line of a failed test: ``{0} test.id [1.2s] ... FAILED``.
 _FAILED = re.compile(r'^\{\d+\} (\S+) .*\.\.\. FAILED\s*$')
 #: The last line of a traceback: ``SomeError: why``.
-_REASON = re.compile(r'^\s*([\w.]*(Error|Exception|Mismatch)\w*: .*)$')
+_REASON = re.compile(
+    r'^\s*([\w.]*(Error|Exception|Failure|Mismatch|Timeout)\w*: .*)$')
 
 
 def run_suite(name, argv, cwd, env):

@@ -452,11 +452,18 @@ def set_cinder_mirror(lay, enabled, conn=None):
     else:
         cinder_config.disable_mirror(ini)
     ini.save()
-    restart_cinder(lay, conn)
+    restart_cinder(lay, conn, mirror=enabled)
 
 
-def restart_cinder(lay, conn=None, timeout=120.0):
-    """Restart cinder-scheduler and cinder-volume; wait until both are up."""
+def restart_cinder(lay, conn=None, timeout=120.0, mirror=None):
+    """Restart cinder-scheduler and cinder-volume; wait until they serve.
+
+    That is: both report in, and cinder-scheduler knows the backend's pool
+    (cinder-volume's capabilities reach it after its first heartbeat; a
+    volume created before then fails with "no valid backend"). ``mirror``,
+    if not None: whether that pool must say it runs the mirror-volume
+    driver.
+    """
     conn = conn or connect(lay)
     argv = ['--config-file', lay.path('etc', 'cinder', 'cinder.conf')]
     since = time.time()
@@ -466,6 +473,21 @@ def restart_cinder(lay, conn=None, timeout=120.0):
     deadline = time.monotonic() + timeout
     for name in CINDER[1:]:
         _wait_service_up(lay, conn, name, since, deadline, 'block_storage')
+    while True:
+        try:
+            pools = list(conn.block_storage.backend_pools(details=True))
+        except Exception:  # cinder-scheduler may not answer yet
+            pools = []
+        if pools and (mirror is None or all(
+                bool(p.capabilities.get('mlaccel_mirror')) == mirror
+                for p in pools)):
+            return
+        if time.monotonic() > deadline:
+            raise procs.ServiceError(
+                'cinder-scheduler knows no pool%s after a restart' % (
+                    '' if mirror is None else ' with the mirror-volume '
+                    'driver %s' % ('on' if mirror else 'off')))
+        time.sleep(0.5)
 
 
 def up(lay):
