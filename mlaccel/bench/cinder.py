@@ -233,6 +233,7 @@ class _Mlaccel(_Run):
 
     def measure(self, size, seed):
         pool = self.mirror.pool
+        pool.size = self.CACHE_FLAGS['pool_size']
         image = self.image(seed + 'mlaccel', size)
         ctx = context.RequestContext(cinderharness.fake.USER_ID,
                                      cinderharness.fake.PROJECT_ID)
