@@ -479,7 +479,7 @@ def restart_cinder(lay, conn=None, timeout=120.0, mirror=None):
         except Exception:  # cinder-scheduler may not answer yet
             pools = []
         if pools and (mirror is None or all(
-                bool(p.capabilities.get('mlaccel_mirror')) == mirror
+                bool((p.capabilities or {}).get('mlaccel_mirror')) == mirror
                 for p in pools)):
             return
         if time.monotonic() > deadline:
