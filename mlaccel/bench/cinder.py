@@ -255,7 +255,7 @@ class _Mlaccel(_Run):
         first = statistics.median(firsts)
         first_pool_hits = self.mirror.stats['pool_hit'] - hits_before
         # Steady creates are clones of the golden volume: no pool.
-        self.mirror.pool.drain(image['id'])
+        pool.drain(image['id'])
         pool.size = 0
         warm = self.median_create(image['id'])
         # Pool hits are measured whatever the adaptive pool would choose;

@@ -54,7 +54,7 @@ IDLE_WAIT = 30
 # pool is still being recorded by Cinder's flow when its clone is done.
 QUIET = 0.5
 # Seconds a handover is taken to cost until one is measured: a few database
-# writes (``python -m mlaccel.bench cinder`` measures about 14 ms). A clone
+# writes (``python -m mlaccel.bench cinder`` measures 14 to 37 ms). A clone
 # that copies data takes a tenth of a second per 100 MiB or more, a
 # copy-on-write clone about a millisecond.
 HANDOVER_PRIOR = 0.05
