@@ -30,6 +30,7 @@ backends take the backend's ``copy_image_to_volume``.
 
 import math
 import os
+import threading
 import time
 
 from eventlet import tpool
@@ -39,6 +40,7 @@ from oslo_utils import timeutils
 from oslo_utils import units
 
 from cinder import context as cinder_context
+from cinder.db import api as cinder_db
 from cinder import exception
 from cinder import objects
 from cinder.objects import fields
@@ -105,6 +107,9 @@ class GoldenStore:
 
     def __init__(self, backend):
         self.backend = backend
+        # Golden rows as last read in full, by id (see :meth:`source`).
+        self._rows = {}
+        self._rows_lock = threading.Lock()
 
     def create(self, user_context, like, image_meta, image_service,
                pinned=False):
@@ -222,6 +227,7 @@ class GoldenStore:
 
     def pin(self, volume_id):
         """Record in the golden volume's row that it is pinned."""
+        self._forget_row(volume_id)
         volume = self.get(volume_id)
         if volume is not None:
             volume.metadata = dict(volume.metadata, **{PINNED_KEY: 'true'})
@@ -229,6 +235,7 @@ class GoldenStore:
 
     def disown(self, volume):
         """Remove a row and its quota but keep its backend object."""
+        self._forget_row(volume.id)
         self._release_quota(volume)
         volume.destroy()
 
@@ -245,6 +252,7 @@ class GoldenStore:
 
     def delete(self, volume):
         """Delete a golden volume from the backend, the DB and the quota."""
+        self._forget_row(volume.id)
         try:
             self.backend.delete_volume(volume)
         except Exception:
@@ -270,12 +278,41 @@ class GoldenStore:
     def alive(self, volume_id):
         """The golden volume row if it is available and its data exists."""
         volume = self.get(volume_id)
-        if volume is None or volume.status != 'available':
-            return None
-        path = self._local_path(volume)
-        if path is not None and not os.path.exists(path):
+        if (volume is None or volume.status != 'available'
+                or not self._data_exists(volume)):
+            self._forget_row(volume_id)
             return None
         return volume
+
+    def source(self, volume_id):
+        """The golden volume to clone from, or None when it is gone.
+
+        The row is read in full (:meth:`alive`) the first time and
+        remembered; a later request checks only that the row and its data
+        still exist (a query without joins), and gets a copy of its own.
+        """
+        with self._rows_lock:
+            row = self._rows.get(volume_id)
+        if row is None:
+            row = self.alive(volume_id)
+            if row is None:
+                return None
+            with self._rows_lock:
+                self._rows[volume_id] = row
+        elif not (cinder_db.resource_exists(internal_context(),
+                                            objects.Volume.model, volume_id)
+                  and self._data_exists(row)):
+            self._forget_row(volume_id)
+            return None
+        return row.obj_clone()
+
+    def _forget_row(self, volume_id):
+        with self._rows_lock:
+            self._rows.pop(volume_id, None)
+
+    def _data_exists(self, volume):
+        path = self._local_path(volume)
+        return path is None or os.path.exists(path)
 
     def _local_path(self, volume):
         try:

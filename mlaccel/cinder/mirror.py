@@ -222,7 +222,7 @@ class Mirror:
     def _clone(self, context, volume, entry):
         """Clone ``entry`` into ``volume``; False if the golden is gone."""
         try:
-            source = self.store.alive(entry.volume_id)
+            source = self.store.source(entry.volume_id)
             if source is None:
                 self._gone(context, entry)
                 return False
