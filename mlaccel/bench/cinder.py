@@ -12,7 +12,8 @@
 
 """Volume-from-image latency: stock Cinder, its built-in cache, mlaccel.
 
-``python -m mlaccel.bench cinder [--sizes 256,1024] [--burst 10]`` runs
+``python -m mlaccel.bench cinder [--sizes 256,1024] [--burst 10]
+[--rounds 3]`` runs
 Cinder's own API, scheduler and volume manager in this process (the
 functional-test harness: SQLite, fake messaging) over the file-backed test
 backend, three times:
@@ -22,8 +23,12 @@ backend, three times:
   lock real, as with a coordination backend);
 * mlaccel: the mirror-volume driver over the same backend.
 
-For each image size it measures, from Cinder's own timestamps (the API
-accepting the request to the volume manager finishing it): a cold create,
+It runs them ``--rounds`` times (3), each round in a rotated order so
+that each arm runs first, in the middle and last, and reports the median of
+each figure over the rounds; every run starts with its caches empty (a new
+harness: database, files, images). For each image size it measures, from
+Cinder's own timestamps (the API accepting the request to the volume
+manager finishing it): a cold create,
 the built-in cache's first and steady (warm) creates, mlaccel's first create
 after a pre-warm (median over three images; the ready pool at its defaults,
 filled or standing aside before the create, as after a real pre-warm), its
@@ -31,8 +36,9 @@ steady create (a clone of the golden volume) and a ready-pool hit (forced,
 whatever the adaptive pool would choose), and the makespan and downloads of
 a burst of concurrent creates for an image not cached. Beside it, the same
 burst for an image mlaccel has already cached (its floor: Cinder's own
-handling of the burst's requests, which no driver can shorten) shows how
-far below the built-in cache's burst any driver could go.
+handling of the burst's requests and the backend's clones, which no driver
+whose pool is empty can shorten) shows how far below the built-in cache's
+burst any driver could go.
 The files (images, volumes, Cinder's image conversion directory) go to a
 directory where clones are reflinks: the default temporary directory if its
 file system has them, else, as root, a new XFS with reflink on a loop device
@@ -47,8 +53,9 @@ last line is::
     RESULT prewarm_first_vs_builtin_warm=<r> pool_hit_vs_builtin_warm=<r>
     burst_makespan_vs_builtin=<r> burst_downloads=<n>
 
-ratios of medians over the sizes, mlaccel's over the built-in cache's (lower
-is better), and mlaccel's downloads in its largest burst.
+for each size the ratio of mlaccel's median to the built-in cache's, the
+median of those over the sizes (lower is better), and mlaccel's most
+downloads in a burst of the largest size.
 """
 
 import os
@@ -219,7 +226,7 @@ class _Mlaccel(_Run):
     KIND = 'mlaccel'
 
     def wait_pool(self, image_id, timeout=1800):
-        """Wait until the refill thread has brought the pool to its target.
+        """Wait until the pool is at its target and its refills are done.
 
         The target is what the pool chooses: none where it stands aside.
         """
@@ -228,7 +235,7 @@ class _Mlaccel(_Run):
         while True:
             entry = self.mirror.cache.peek(image_id)
             if entry is None or pool.count(image_id) >= pool.target(
-                    image_id, entry.pinned):
+                    image_id, entry.pinned) and pool.idle():
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError('the ready pool was not refilled')
@@ -299,21 +306,50 @@ def _run(cls, sizes, burst, scratch, reflink):
     return out
 
 
-def _measure(sizes, burst, scratch, reflink):
-    results = {}
-    for cls in (_Stock, _Builtin, _Mlaccel):
-        started = time.monotonic()
-        results[cls.KIND] = _run(cls, sizes, burst, scratch, reflink)
-        clones = results[cls.KIND].pop('clones')
-        print('%-8s done in %.0f s, clones %s: %s' % (
-            cls.KIND, time.monotonic() - started, clones,
-            {s: {k: round(v, 3) for k, v in r.items()}
-             for s, r in results[cls.KIND].items()}))
-        if clones['reflink'] and clones['copy'] or (
-                not reflink and clones['reflink']):
-            raise SystemExit('%s: clones were not all made one way: %s'
-                             % (cls.KIND, clones))
-    return results
+ARMS = (_Stock, _Builtin, _Mlaccel)
+
+
+def orders(rounds):
+    """The arms' order in each round: rotated, so each runs first in turn."""
+    return [ARMS[r % len(ARMS):] + ARMS[:r % len(ARMS)]
+            for r in range(rounds)]
+
+
+def _combine(runs):
+    """One arm's rounds as one: medians, worst downloads, summed counts."""
+    out = {}
+    for size in runs[0]:
+        keys = runs[0][size]
+        out[size] = {k: statistics.median(r[size][k] for r in runs)
+                     for k in keys}
+        for k in ('downloads', 'pool_hits'):
+            if k in keys:
+                out[size][k] = max(r[size][k] for r in runs)
+        if 'first_pool_hits' in keys:
+            out[size]['first_pool_hits'] = sum(r[size]['first_pool_hits']
+                                               for r in runs)
+    return out
+
+
+def _measure(sizes, burst, scratch, reflink, rounds):
+    runs = {cls.KIND: [] for cls in ARMS}
+    for n, order in enumerate(orders(rounds), 1):
+        print('round %d of %d: %s' % (n, rounds,
+                                      ', '.join(c.KIND for c in order)))
+        for cls in order:
+            started = time.monotonic()
+            out = _run(cls, sizes, burst, scratch, reflink)
+            clones = out.pop('clones')
+            print('%-8s done in %.0f s, clones %s: %s' % (
+                cls.KIND, time.monotonic() - started, clones,
+                {s: {k: round(v, 3) for k, v in r.items()}
+                 for s, r in out.items()}))
+            if clones['reflink'] and clones['copy'] or (
+                    not reflink and clones['reflink']):
+                raise SystemExit('%s: clones were not all made one way: %s'
+                                 % (cls.KIND, clones))
+            runs[cls.KIND].append(out)
+    return {kind: _combine(r) for kind, r in runs.items()}
 
 
 def main(argv):
@@ -322,6 +358,10 @@ def main(argv):
                         help='image sizes in MiB, comma-separated')
     parser.add_argument('--burst', type=int, default=10,
                         help='concurrent creates in the burst')
+    parser.add_argument('--rounds', type=int, default=3,
+                        help='rounds of the three arms, each round in a '
+                             'rotated order; the figures are medians over '
+                             'the rounds')
     parser.add_argument('--clones', choices=('auto', 'copy'),
                         default='auto',
                         help='auto: reflink clones where a file system '
@@ -346,9 +386,11 @@ def main(argv):
               'direct I/O: %s' % ('yes' if imagewrite.direct_io(directory)
                                   else 'no, buffered and synced'))
         results = _measure(sizes, args.burst, scratch,
-                           args.clones != 'copy')
+                           args.clones != 'copy', args.rounds)
     stock, builtin, ml = (results[k] for k in ('stock', 'builtin',
                                                'mlaccel'))
+    print('medians over %d rounds, the arms in a rotated order each round'
+          % args.rounds)
     print('%8s %9s %9s %9s %9s %9s %9s %9s %9s' % (
         'MiB', 'stock', 'bi_first', 'bi_warm', 'ml_first', 'ml_warm',
         'ml_pool', 'bi_burst', 'ml_burst'))
@@ -364,11 +406,12 @@ def main(argv):
                   s, ml[s]['clone_s'], ml[s]['handover_s'],
                   'serves' if ml[s]['clone_s'] > ml[s]['handover_s']
                   else 'stands aside, clones are cheaper',
-                  ml[s]['first_pool_hits'], FIRSTS))
+                  ml[s]['first_pool_hits'], FIRSTS * args.rounds))
     for s in sizes:
-        print('%d MiB burst for an image already cached (the floor Cinder\'s '
-              'handling of its %d requests sets): %.3f s, %.2f of the '
-              'built-in cache\'s burst' % (
+        print('%d MiB, the same burst for an image already cached (no '
+              'download; left: Cinder\'s handling of its %d requests and '
+              'the backend\'s clones, a floor for any driver whose pool '
+              'is empty): %.3f s, %.2f of the built-in cache\'s burst' % (
                   s, args.burst, ml[s]['burst_floor'],
                   ml[s]['burst_floor'] / builtin[s]['burst']))
     print('burst downloads: stock %s, builtin %s, mlaccel %s' % (

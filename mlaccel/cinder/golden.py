@@ -160,6 +160,8 @@ class GoldenStore:
         volume.status = 'available'
         volume.metadata = dict(volume.metadata, **{COST_KEY: '%.3f' % cost})
         volume.save()
+        # Read in full now, not on the first request's path.
+        self.alive(volume.id)
         return volume, cost
 
     def _fill(self, context, volume, image_meta, image_service):
@@ -227,7 +229,7 @@ class GoldenStore:
 
     def pin(self, volume_id):
         """Record in the golden volume's row that it is pinned."""
-        self._forget_row(volume_id)
+        self.forget(volume_id)
         volume = self.get(volume_id)
         if volume is not None:
             volume.metadata = dict(volume.metadata, **{PINNED_KEY: 'true'})
@@ -235,7 +237,7 @@ class GoldenStore:
 
     def disown(self, volume):
         """Remove a row and its quota but keep its backend object."""
-        self._forget_row(volume.id)
+        self.forget(volume.id)
         self._release_quota(volume)
         volume.destroy()
 
@@ -252,7 +254,7 @@ class GoldenStore:
 
     def delete(self, volume):
         """Delete a golden volume from the backend, the DB and the quota."""
-        self._forget_row(volume.id)
+        self.forget(volume.id)
         try:
             self.backend.delete_volume(volume)
         except Exception:
@@ -280,16 +282,19 @@ class GoldenStore:
         volume = self.get(volume_id)
         if (volume is None or volume.status != 'available'
                 or not self._data_exists(volume)):
-            self._forget_row(volume_id)
+            self.forget(volume_id)
             return None
+        with self._rows_lock:
+            self._rows[volume_id] = volume
         return volume
 
     def source(self, volume_id):
         """The golden volume to clone from, or None when it is gone.
 
-        The row is read in full (:meth:`alive`) the first time and
-        remembered; a later request checks only that the row and its data
-        still exist (a query without joins), and gets a copy of its own.
+        The row is the one :meth:`alive` last read in full (the fill reads
+        it when it is done); a request checks only that the row and its
+        data still exist (a query without joins), and gets a copy of its
+        own.
         """
         with self._rows_lock:
             row = self._rows.get(volume_id)
@@ -297,16 +302,15 @@ class GoldenStore:
             row = self.alive(volume_id)
             if row is None:
                 return None
-            with self._rows_lock:
-                self._rows[volume_id] = row
         elif not (cinder_db.resource_exists(internal_context(),
                                             objects.Volume.model, volume_id)
                   and self._data_exists(row)):
-            self._forget_row(volume_id)
+            self.forget(volume_id)
             return None
         return row.obj_clone()
 
-    def _forget_row(self, volume_id):
+    def forget(self, volume_id):
+        """Drop what is remembered of a golden volume's row."""
         with self._rows_lock:
             self._rows.pop(volume_id, None)
 

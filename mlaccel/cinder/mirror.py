@@ -386,6 +386,7 @@ class Mirror:
 
     def forget_volume(self, volume_id):
         """A golden volume is being deleted through Cinder: drop its entry."""
+        self.store.forget(volume_id)
         entry = self.cache.by_volume(volume_id)
         if entry is not None:
             self.cache.forget(entry)

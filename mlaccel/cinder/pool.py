@@ -76,6 +76,7 @@ class ReadyPool:
         self._ready = collections.defaultdict(list)    # image -> [volume]
         self._requests = collections.defaultdict(collections.deque)
         self._wanted = set()
+        self._busy = False      # the refill thread is at work
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread = None
@@ -86,6 +87,11 @@ class ReadyPool:
     def count(self, image_id):
         with self._lock:
             return len(self._ready.get(image_id, ()))
+
+    def idle(self):
+        """Whether no refill is queued or under way."""
+        with self._lock:
+            return not self._wanted and not self._busy
 
     def worth_it(self):
         """Whether a handover costs less than a clone (or it is unmeasured).
@@ -171,8 +177,10 @@ class ReadyPool:
             while True:
                 with self._lock:
                     if not self._wanted:
+                        self._busy = False
                         break
                     image_id = self._wanted.pop()
+                    self._busy = True
                 try:
                     self._refill(image_id)
                 except Exception:

@@ -66,7 +66,8 @@ class BenchSmokeTest(testtools.TestCase):
         self.assertIn('preload_s', fields)
 
     def test_cinder(self):
-        fields = result_line(self, 'cinder', '--sizes', '8', '--burst', '3')
+        fields = result_line(self, 'cinder', '--sizes', '8', '--burst', '3',
+                             '--rounds', '2')
         self.assertEqual({'prewarm_first_vs_builtin_warm',
                           'pool_hit_vs_builtin_warm',
                           'burst_makespan_vs_builtin', 'burst_downloads'},

@@ -12,6 +12,10 @@
 
 """When the adaptive ready pool serves, from the costs it measured."""
 
+import threading
+import time
+import types
+
 from mlaccel.cinder import pool as pool_mod
 from tests import testcase
 
@@ -50,3 +54,28 @@ class WorthItTest(testcase.TestCase):
     def test_not_adaptive_always_serves(self):
         self.assertTrue(self.pool(clone=PRIOR / 50, handover=PRIOR,
                                   adaptive=False).worth_it())
+
+
+class IdleTest(testcase.TestCase):
+    """``idle`` with the real refill thread; the cache it asks is a stub."""
+
+    def test_busy_while_a_refill_is_queued_or_under_way(self):
+        entered, release = threading.Event(), threading.Event()
+
+        def peek(image_id):
+            entered.set()
+            release.wait()
+            return None     # the image is gone: nothing to refill
+
+        mirror = types.SimpleNamespace(
+            cache=types.SimpleNamespace(peek=peek))
+        pool = pool_mod.ReadyPool(mirror, size=2, window=600)
+        self.assertTrue(pool.idle())
+        pool.want('image')
+        self.assertTrue(entered.wait(30))
+        self.assertFalse(pool.idle())
+        release.set()
+        deadline = time.monotonic() + 30
+        while not pool.idle() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertTrue(pool.idle())
