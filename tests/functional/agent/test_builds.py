@@ -32,7 +32,11 @@ from mlaccel.agent import inventory
 from mlaccel.agent import novaconf
 from mlaccel.agent import service
 from tests import fixtures as mlaccel_fixtures
+from tests.functional import cell_lock
 from tests.functional.records import test_boundaries
+
+# Before any harness is made: see tests.functional.cell_lock.
+cell_lock.install()
 
 TRANSPORT_URL = 'fake:/'
 IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'

@@ -31,8 +31,12 @@ from nova.tests.functional import integrated_helpers
 import openstack.connection
 
 from mlaccel.launcher import api
+from tests.functional import cell_lock
 from tests.functional.launcher import guest
 from tests.functional.launcher import httpapi
+
+# Before any harness is made: see tests.functional.cell_lock.
+cell_lock.install()
 
 IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'  # nova's GlanceFixture image1
 FLAVOR = 'm1.tiny'

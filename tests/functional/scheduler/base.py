@@ -34,6 +34,10 @@ from mlaccel import conf as mlaccel_conf
 from mlaccel import hostreport
 from mlaccel import statebus
 from tests import fixtures as mlaccel_fixtures
+from tests.functional import cell_lock
+
+# Before any harness is made: see tests.functional.cell_lock.
+cell_lock.install()
 
 #: The nova.conf lines README.rst gives operators (test_loading checks that
 #: the README still says exactly this). The tests point ``backend_url`` at
