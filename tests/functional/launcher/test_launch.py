@@ -84,7 +84,13 @@ class LaunchTest(base.LauncherTestCase):
 
     def test_anti_affinity_group_spreads_vms_over_hosts(self):
         # Creations run in parallel, so Nova's late anti-affinity check may
-        # reschedule a build; a spare compute leaves room for that.
+        # reschedule a build; a spare compute leaves room for that. Requests
+        # weighed alike choose the same host and, both refused by the late
+        # check, the same alternate: Nova's remedy for racing requests, a
+        # random pick among the best hosts, and a few more attempts keep
+        # them from rescheduling in lockstep until the attempts run out.
+        self.flags(host_subset_size=3, group='filter_scheduler')
+        self.flags(max_attempts=5, group='scheduler')
         for host in ('host2', 'host3', 'host4'):
             self._start_compute(host)
         group = self.conn.compute.create_server_group(
