@@ -37,6 +37,17 @@ class ReaderPreferringLockTest(testtools.TestCase):
         self.addCleanup(thread.join, WAIT)
         return thread
 
+    def _taken_in_thread(self, lock):
+        """Take ``lock()`` in a new thread; the event set once it has."""
+        taken = threading.Event()
+
+        def take():
+            with lock():
+                taken.set()
+
+        self._in_thread(take)
+        return taken
+
     def test_a_waiting_writer_holds_back_no_reader(self):
         # The deadlock: a reader holds the lock, a writer queues, and a
         # thread that must read before the first reader can finish asks.
@@ -58,33 +69,23 @@ class ReaderPreferringLockTest(testtools.TestCase):
         self._in_thread(writer)
         self.assertTrue(queued.wait(WAIT))
         self.assertFalse(wrote.wait(0.2))       # excluded by the reader
-        second = threading.Event()
-
-        def second_reader():
-            with self.lock.read_lock():
-                second.set()
-
-        self._in_thread(second_reader)
+        second = self._taken_in_thread(self.lock.read_lock)
         self.assertTrue(second.wait(WAIT))
         self.assertFalse(wrote.is_set())
         done.set()
         self.assertTrue(wrote.wait(WAIT))
 
     def test_a_writer_excludes_readers_until_it_is_done(self):
-        writing, release, read = (threading.Event() for _ in range(3))
+        writing, release = threading.Event(), threading.Event()
 
         def writer():
             with self.lock.write_lock():
                 writing.set()
                 release.wait(WAIT)
 
-        def reader():
-            with self.lock.read_lock():
-                read.set()
-
         self._in_thread(writer)
         self.assertTrue(writing.wait(WAIT))
-        self._in_thread(reader)
+        read = self._taken_in_thread(self.lock.read_lock)
         self.assertFalse(read.wait(0.2))
         release.set()
         self.assertTrue(read.wait(WAIT))
@@ -100,11 +101,5 @@ class ReaderPreferringLockTest(testtools.TestCase):
             self.assertRaises(RuntimeError,
                               self.lock.write_lock().__enter__)
         # Free again: another thread may write.
-        wrote = threading.Event()
-
-        def writer():
-            with self.lock.write_lock():
-                wrote.set()
-
-        self._in_thread(writer)
+        wrote = self._taken_in_thread(self.lock.write_lock)
         self.assertTrue(wrote.wait(WAIT))
