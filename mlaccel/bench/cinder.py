@@ -16,7 +16,7 @@
 [--rounds 3]`` runs
 Cinder's own API, scheduler and volume manager in this process (the
 functional-test harness: SQLite, fake messaging) over the file-backed test
-backend, three times:
+backend, in three arms:
 
 * stock: the backend driver, no image-volume cache;
 * builtin: the backend driver with Cinder's image-volume cache (its per-image

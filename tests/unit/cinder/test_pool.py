@@ -64,12 +64,13 @@ class IdleTest(testcase.TestCase):
 
         def peek(image_id):
             entered.set()
-            release.wait()
+            release.wait(30)
             return None     # the image is gone: nothing to refill
 
         mirror = types.SimpleNamespace(
             cache=types.SimpleNamespace(peek=peek))
         pool = pool_mod.ReadyPool(mirror, size=2, window=600)
+        self.addCleanup(release.set)
         self.assertTrue(pool.idle())
         pool.want('image')
         self.assertTrue(entered.wait(30))
