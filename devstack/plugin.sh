@@ -29,9 +29,25 @@ function _mlaccel_compute_host {
     echo "${host:-$(hostname)}"
 }
 
-# Host reports are signed: readers (the schedulers) hold the deployment
-# key, each compute node only its own host key, derived from it. Keys are
-# made once and kept across re-stacks.
+# The host names this node publishes reports for: nova-compute's, and
+# host@backend of each cinder backend the mirror-volume driver wraps.
+function _mlaccel_report_hosts {
+    if is_service_enabled n-cpu; then
+        _mlaccel_compute_host
+    fi
+    if is_service_enabled c-vol; then
+        local host section
+        host=$(iniget "$CINDER_CONF" DEFAULT host)
+        host=${host:-$(hostname)}
+        for section in $(_mlaccel_cinder_mirror_backends); do
+            echo "$host@$section"
+        done
+    fi
+}
+
+# Host reports are signed, and readers use no others: readers (the
+# schedulers) hold the deployment key, each node only its own hosts' keys,
+# derived from it. Keys are made once and kept across re-stacks.
 function configure_mlaccel_statebus_keys {
     local deployment=$MLACCEL_STATEBUS_DEPLOYMENT_KEY_FILE
     local host=$MLACCEL_STATEBUS_HOST_KEY_FILE
@@ -42,15 +58,22 @@ function configure_mlaccel_statebus_keys {
     if is_service_enabled n-sch c-sch && [[ ! -f $deployment ]]; then
         "$statebus" keygen --output "$deployment"
     fi
-    if is_service_enabled n-cpu && [[ ! -f $host ]]; then
+    local hosts=() name
+    for name in $(_mlaccel_report_hosts); do
+        hosts+=(--host "$name")
+    done
+    if [[ ${#hosts[@]} -gt 0 && ! -f $host ]]; then
         if [[ ! -f $deployment ]]; then
             die $LINENO "no host key $host: make it where the deployment" \
-                "key is (mlaccel-statebus derive --host" \
-                "$(_mlaccel_compute_host)) and copy it here"
+                "key is (mlaccel-statebus derive ${hosts[*]}) and copy" \
+                "it here"
         fi
         "$statebus" derive --deployment-key-file "$deployment" \
-            --host "$(_mlaccel_compute_host)" --output "$host"
+            "${hosts[@]}" --output "$host"
     fi
+    # Where publishers keep the sequence numbers they sign, one directory
+    # per service.
+    sudo install -d -m 0700 -o "$STACK_USER" "$MLACCEL_PUBLISHER_STATE_DIR"
 }
 
 function configure_mlaccel {
@@ -66,7 +89,7 @@ function configure_mlaccel {
         args+=(--statebus-deployment-key-file
                "$MLACCEL_STATEBUS_DEPLOYMENT_KEY_FILE")
     fi
-    if is_service_enabled n-cpu; then
+    if is_service_enabled n-cpu c-vol; then
         args+=(--statebus-host-key-file "$MLACCEL_STATEBUS_HOST_KEY_FILE")
     fi
     if is_service_enabled c-vol; then
@@ -77,6 +100,10 @@ function configure_mlaccel {
         done
     fi
     "$(_mlaccel_bin mlaccel-config)" "${args[@]}"
+    if is_service_enabled c-vol; then
+        iniset "$CINDER_CONF" mlaccel_statebus publisher_state_dir \
+            "$MLACCEL_PUBLISHER_STATE_DIR/cinder-volume"
+    fi
 }
 
 # The cinder backend sections the mirror-volume driver wraps: those named
@@ -116,6 +143,8 @@ function configure_mlaccel_agent {
     iniset "$conf" mlaccel_statebus backend_url "$MLACCEL_STATEBUS_URL"
     iniset "$conf" mlaccel_statebus host_key_file \
         "$MLACCEL_STATEBUS_HOST_KEY_FILE"
+    iniset "$conf" mlaccel_statebus publisher_state_dir \
+        "$MLACCEL_PUBLISHER_STATE_DIR/agent"
 }
 
 function start_mlaccel_agent {
@@ -198,7 +227,7 @@ function cleanup_mlaccel {
     sudo rm -rf "$MLACCEL_CONF_DIR/guest" "$MLACCEL_AGENT_CONF" \
         "$MLACCEL_POOL_CONF" "$MLACCEL_POOL_STATE_DIR" \
         "$MLACCEL_STATEBUS_DEPLOYMENT_KEY_FILE" \
-        "$MLACCEL_STATEBUS_HOST_KEY_FILE"
+        "$MLACCEL_STATEBUS_HOST_KEY_FILE" "$MLACCEL_PUBLISHER_STATE_DIR"
     sudo rmdir "$MLACCEL_STATEBUS_KEY_DIR" 2> /dev/null || true
 }
 

@@ -36,12 +36,12 @@ Prediction.total = property(lambda self: self.fetch + self.build
 Prediction.__doc__ = 'Predicted seconds per part of a VM start.'
 
 StartRequest = collections.namedtuple(
-    'StartRequest', ['image_id', 'image_size', 'warm_start'])
+    'StartRequest', ['image_id', 'image_size'])
 StartRequest.__doc__ = ('What a VM start needs: its image (id and size in '
-                        'bytes, None if unknown) and whether the task can use '
-                        'a warm task-daemon slot (the flavor\'s wish; no '
-                        'report says where one is free, so every host is '
-                        'predicted a cold start).')
+                        'bytes, None if unknown). No report says where a '
+                        'warm task daemon waits (warm pools hand theirs out '
+                        'without the scheduler), so every host is predicted '
+                        'a cold start.')
 
 Options = collections.namedtuple(
     'Options', ['fetch_bandwidth', 'image_size', 'build_seconds',

@@ -52,7 +52,7 @@ SCHEMA = {
         'v': {'const': VERSION},
         'key': {'type': 'string', 'pattern': KEY_PATTERN},
         # The daemon reports the address it serves on; the launcher decides
-        # which addresses it trusts (see mlaccel.launcher.readiness).
+        # which addresses it trusts (see mlaccel.launcher.ready_listener).
         'address': {'type': 'string', 'maxLength': 4096,
                     'pattern': r'^(tcp:\S+:[0-9]{1,5}|unix:\S+)$'},
         'ready_at': {'type': 'number', 'exclusiveMinimum': 0,

@@ -18,7 +18,9 @@ receives the certificate through a channel it already trusts (the VM's
 user-data, the launcher's own memory) and pins it: the certificate is the
 only trust anchor of the peer's client context, so no other key, not even
 one signed by a public CA, is accepted. Operators who prefer their own
-certificates pass files instead; the same contexts load them.
+certificates pass files instead; the same contexts load them, and a pinned
+file pins its first certificate (the server's own) and nothing of the chain
+after it, so no other certificate of the operator's CA passes.
 """
 
 import dataclasses
@@ -95,10 +97,20 @@ def new_identity(common_name, days=DEFAULT_DAYS):
             serialization.NoEncryption()).decode())
 
 
+def leaf_der(cert_pem):
+    """DER form of the first certificate in PEM text (a chain's leaf).
+
+    A server presents the first certificate of its certificate file as its
+    own; what follows is the chain that issued it. Raises ``ValueError``
+    when the text holds no certificate.
+    """
+    leaf = x509.load_pem_x509_certificates(cert_pem.encode())[0]
+    return leaf.public_bytes(serialization.Encoding.DER)
+
+
 def fingerprint(cert_pem):
-    """SHA-256 of a PEM certificate's DER form, lower-case hex."""
-    der = ssl.PEM_cert_to_DER_cert(cert_pem)
-    return hashlib.sha256(der).hexdigest()
+    """SHA-256 of the DER form of a PEM certificate (a chain's leaf), hex."""
+    return hashlib.sha256(leaf_der(cert_pem)).hexdigest()
 
 
 def server_context(cert_file, key_file):
@@ -112,9 +124,12 @@ def server_context(cert_file, key_file):
 def client_context(pinned_cert_pem=None, cafile=None):
     """A TLS 1.2+ client context trusting exactly what it is given.
 
-    With ``pinned_cert_pem`` the one certificate is the only trust anchor
-    and host names are not checked (the pin names the peer). With ``cafile``
-    the operator's CA bundle is the anchor and host names are checked.
+    With ``pinned_cert_pem`` its first certificate (a chain's leaf) is the
+    only trust anchor, even when a CA issued it: the peer must present that
+    very certificate, and host names are not checked (the pin names the
+    peer). Certificates after the first are ignored, so another certificate
+    of the same CA never passes. With ``cafile`` the operator's CA bundle is
+    the anchor and the peer's certificate must name the host connected to.
     """
     if bool(pinned_cert_pem) == bool(cafile):
         raise ValueError('give exactly one of a pinned certificate or a CA '
@@ -123,8 +138,12 @@ def client_context(pinned_cert_pem=None, cafile=None):
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     if pinned_cert_pem:
         context.check_hostname = False
-        context.load_verify_locations(cadata=pinned_cert_pem)
+        context.load_verify_locations(cadata=leaf_der(pinned_cert_pem))
+        # A leaf that is not self-signed is an anchor only with this flag;
+        # the peer's chain then ends at the pinned certificate itself.
+        context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
     else:
+        context.check_hostname = True
         context.load_verify_locations(cafile=cafile)
     context.verify_mode = ssl.CERT_REQUIRED
     return context

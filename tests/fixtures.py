@@ -17,7 +17,8 @@
   plugins read), undone at cleanup.
 - :class:`RedisServer`: a real ``redis-server`` on a free loopback port.
 - :class:`StateBus`: a file or Redis state bus with ``[mlaccel_statebus]``
-  pointed at it, and publishers and report caches stopped at cleanup.
+  pointed at it and a deployment key for its readers, and publishers
+  signing with their hosts' keys and report caches stopped at cleanup.
 - :class:`ProcessReportCache`: a fresh process-wide report cache (the one
   the scheduler plugins use), stopped and forgotten at cleanup.
 """
@@ -36,6 +37,10 @@ from oslo_config import fixture as config_fixture
 import redis
 
 from mlaccel import conf as mlaccel_conf
+from mlaccel.pool import spec as pool_spec
+from mlaccel.pool import store as pool_store
+from mlaccel.scheduler import hostview
+from mlaccel.statebus import keys as statebus_keys
 from mlaccel.statebus import publisher as statebus_publisher
 from mlaccel.statebus import reader as statebus_reader
 
@@ -188,14 +193,20 @@ class StateBus(fixtures.Fixture):
         ``mlaccel.conf.CONF`` (then overridden through a ``GlobalConf``).
     :param backend: ``'file'`` (a temporary directory) or ``'redis'`` (a
         real :class:`RedisServer`).
+    :param signed: give readers a deployment key and publishers their
+        hosts' keys, as a deployment has them; else allow unsigned reports.
 
     :ivar url: the backend URL.
+    :ivar deployment_keys: the readers'
+        :class:`~mlaccel.statebus.keys.DeploymentKey` list (``signed``).
     :ivar server: the :class:`RedisServer`, for ``'redis'``.
     :ivar path: the bus directory, for ``'file'``.
     """
 
-    def __init__(self, conf, backend='file'):
+    def __init__(self, conf, backend='file', signed=True):
         super().__init__()
+        self.signed = signed
+        self.deployment_keys = []
         if backend not in ('file', 'redis'):
             raise ValueError('backend must be "file" or "redis", not %r'
                              % backend)
@@ -213,16 +224,39 @@ class StateBus(fixtures.Fixture):
         else:
             self.path = self.useFixture(fixtures.TempDir()).path
             self.url = 'file://%s?executor=synchronous' % self.path
-        if self.conf is mlaccel_conf.CONF:
-            self.useFixture(GlobalConf()).set(STATEBUS, backend_url=self.url)
+        self.keys_dir = self.useFixture(fixtures.TempDir()).path
+        options = {'backend_url': self.url, 'publisher_state_dir':
+                   os.path.join(self.keys_dir, 'publisher')}
+        if self.signed:
+            path = os.path.join(self.keys_dir, 'deployment.key')
+            statebus_keys.write_key(path, statebus_keys.generate())
+            self.deployment_keys = statebus_keys.read_deployment_keys(path)
+            options['deployment_key_file'] = path
         else:
-            self.conf.set_override('backend_url', self.url, STATEBUS)
-            self.addCleanup(self.conf.clear_override, 'backend_url',
-                            STATEBUS)
+            options['allow_unsigned_reports'] = True
+        if self.conf is mlaccel_conf.CONF:
+            self.useFixture(GlobalConf()).set(STATEBUS, **options)
+        else:
+            for name, value in options.items():
+                self.conf.set_override(name, value, STATEBUS)
+                self.addCleanup(self.conf.clear_override, name, STATEBUS)
+
+    def host_keys(self, *hosts):
+        """The :class:`~mlaccel.statebus.keys.HostKey` list of ``hosts``."""
+        return statebus_keys.derive_all(self.deployment_keys, hosts)
+
+    def host_key_file(self, *hosts):
+        """A host key file holding the keys of ``hosts``; its path."""
+        path = os.path.join(self.keys_dir, 'host-%s.key' % '-'.join(hosts))
+        if not os.path.exists(path):
+            statebus_keys.write_key(path, statebus_keys.format_host_keys(
+                self.host_keys(*hosts)))
+        return path
 
     def publisher(self, host):
         """A started :class:`~mlaccel.statebus.publisher.Publisher`."""
-        pub = statebus_publisher.Publisher(host, self.conf)
+        pub = statebus_publisher.Publisher(host, self.conf,
+                                           host_keys=self.host_keys(host))
         self.addCleanup(pub.stop)
         pub.start()
         return pub
@@ -240,21 +274,53 @@ class StateBus(fixtures.Fixture):
 class ProcessReportCache(fixtures.Fixture):
     """Give the process a fresh report cache, as the plugins get it.
 
-    ``mlaccel.statebus.reader.get_cache()`` keeps one cache per process;
-    this replaces it for the test and stops it afterwards, so tests do not
-    see each other's reports.
+    ``mlaccel.statebus.reader.process_cache()`` keeps one cache per class
+    and process; this replaces the scheduler's (or ``cls``'s) for the test
+    and stops it afterwards, so tests do not see each other's reports.
 
-    :ivar cache: the process-wide ``ReportCache`` during the test.
+    :ivar cache: the process-wide cache during the test.
     """
 
-    def __init__(self, conf=None):
+    def __init__(self, conf=None, cls=None):
         super().__init__()
         self.conf = conf or mlaccel_conf.CONF
+        self.cls = cls or hostview.HostReportCache
 
     def _setUp(self):
-        self.cache = statebus_reader.ReportCache(self.conf)
+        self.cache = self.cls(self.conf)
         self.addCleanup(self.cache.stop)
+        caches = dict(statebus_reader._caches)
+        caches[self.cls] = (os.getpid(), self.cache)
         self.useFixture(fixtures.MonkeyPatch(
-            'mlaccel.statebus.reader._cache', self.cache))
-        self.useFixture(fixtures.MonkeyPatch(
-            'mlaccel.statebus.reader._cache_pid', os.getpid()))
+            'mlaccel.statebus.reader._caches', caches))
+
+
+class OnePool(fixtures.Fixture):
+    """A pool store holding one pool with one idle member, and its config.
+
+    :ivar dir: the store's directory.
+    :ivar conf: a config file naming the store and a file state bus.
+    """
+
+    #: The pool's :class:`~mlaccel.pool.spec.PoolSpec`.
+    SPEC = pool_spec.PoolSpec('proj', 'img', 'flv', preload=['json'])
+    #: The member's token, which no command may show.
+    TOKEN = 'member-token-0123456789'
+
+    def _setUp(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        self.dir = os.path.join(tmp, 'pools')
+        self.conf = os.path.join(tmp, 'mlaccel.conf')
+        with open(self.conf, 'w') as stream:
+            stream.write('[mlaccel_pool]\nstate_dir = %s\n'
+                         '[mlaccel_statebus]\nbackend_url = file://%s\n'
+                         % (self.dir, os.path.join(tmp, 'bus')))
+        state = pool_store.new_state(self.SPEC, 1, 3, 4)
+        state['members']['s1'] = {
+            'server_id': 's1', 'name': 'n1', 'state': pool_store.IDLE,
+            'tasks': 2, 'idle_since': 1.0, 'ready_at': 1.0, 'holder': None,
+            'token': self.TOKEN}
+        state['stats'].update(idle_vm_s=30.0, tasks_served=3)
+        with pool_store.PoolStore(self.dir).transaction(self.SPEC.key,
+                                                        create=state):
+            pass

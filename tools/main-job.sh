@@ -6,7 +6,7 @@
 # hosts, writes every record as JSON and the charts to experiment-results/,
 # tears the cloud down and ends with the RESULT line. Needs root (it installs
 # MariaDB, RabbitMQ and Redis from the distribution when they are missing).
-# Arguments go to "python -m mlaccel.experiment run aio": --seed N (another
+# Arguments go to "python -m mlaccel_lab.experiment run aio": --seed N (another
 # workload of the same shape), --workload FILE, --repetitions N, --ablations.
 # tox and bindep come from a private virtualenv (tools/bootstrap.sh), never
 # from the system's Python.

@@ -11,8 +11,10 @@ bin=$(tools/bootstrap.sh) || { echo "bootstrap failed" >&2; exit 1; }
 export PATH="$bin:$PATH"
 
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(py3 functional functional-eventlet functional-cinder
-                                  functional-cinder-eventlet aio pep8 genconfig-check)
+[ ${#suites[@]} -gt 0 ] || suites=(py3 functional aio pep8 genconfig-check wheel-check)
+# tox -e functional runs these four, each counted on its own.
+functional_suites=(functional functional-eventlet functional-cinder
+                   functional-cinder-eventlet)
 
 passed=0
 failed=0
@@ -20,16 +22,14 @@ skipped=0
 status=0
 summary=()   # one line per suite: its name, counts and failed tests
 
-# Add the counts of env $1's last stestr run, or one failure if none ran.
+# Add the counts of suite $1's last stestr run (repository $2, empty for
+# stestr's default, with the stestr of env $3), or one failure if none ran.
 count_stestr() {
     local out p f s
+    local bin=".tox/$3/bin/stestr" repo=()
+    [ -z "$2" ] || repo=(--repo-url "$2")
     # stestr last exits non-zero when the run had failures: read its output.
-    local bin
-    for bin in ".tox/$1/bin/stestr" .tox/functional/bin/stestr \
-               .tox/py3/bin/stestr ""; do
-        [ -x "$bin" ] && break
-    done
-    out=$([ -n "$bin" ] && "$bin" last 2>/dev/null)
+    out=$([ -x "$bin" ] && "$bin" "${repo[@]}" last 2>/dev/null)
     if ! grep -q '^ - Passed:' <<<"$out"; then
         failed=$((failed + 1))
         summary+=("$1: no test ran")
@@ -46,11 +46,11 @@ count_stestr() {
         local name
         while read -r name; do
             [ -n "$name" ] && summary+=("  FAILED ${name}")
-        done < <("$bin" failing --list 2>/dev/null)
+        done < <("$bin" "${repo[@]}" failing --list 2>/dev/null)
         # ...and why, one line per failure, so a short log still says it.
         while read -r name; do
             summary+=("    ${name:0:300}")
-        done < <("$bin" failing 2>/dev/null |
+        done < <("$bin" "${repo[@]}" failing 2>/dev/null |
                  grep -E '^[A-Za-z_.]*(Error|Exception|Failure|Mismatch|Timeout)[A-Za-z]*: ' |
                  head -n 10)
     fi
@@ -69,7 +69,7 @@ count_aio() {
     failed=$((failed + $(sed -n 's/.* \([0-9]*\) failed.*/\1/p' <<<"$line")))
     skipped=$((skipped + $(sed -n 's/.* \([0-9]*\) skipped.*/\1/p' <<<"$line")))
     summary+=("aio: ${line#aio job: }")
-    # ...and, under it, the failed tests and why (see mlaccel.testing.aio.ci).
+    # ...and, under it, the failed tests and why (see mlaccel_lab.testing.aio.ci).
     while read -r line; do
         case $line in
         "aio failed: "*) summary+=("  FAILED ${line#aio failed: }") ;;
@@ -82,18 +82,30 @@ for env in "${suites[@]}"; do
     echo "=== tox -e $env"
     if [ ! -d ".tox/$env" ]; then
         echo "First run of $env: tox installs its dependencies now (nova, cinder," \
-             "torch...); all suites together take about 10 minutes and 6 GB of disk."
+             "torch...); the installs take about 10 minutes and 6 GB of disk," \
+             "and all suites together about 40 minutes on two cores."
     fi
     case $env in
-    py3|functional*)
+    py3)
         rm -rf .stestr
-        tox -e "$env" || status=1
-        count_stestr "$env"
+        tox -e py3 || status=1
+        count_stestr py3 "" py3
+        ;;
+    functional)
+        tox -e functional || status=1
+        for suite in "${functional_suites[@]}"; do
+            count_stestr "$suite" ".stestr-$suite" functional
+        done
+        rm -rf .stestr-functional*
         ;;
     aio)
         mkdir -p .tox
         tox -e aio 2>&1 | tee .tox/aio.log
         aio_status=${PIPESTATUS[0]}
+        # The example task's tests run first in the same environment
+        # (tools/task-tests.sh), counted as a suite of their own.
+        count_stestr task ".stestr-task" aio
+        rm -rf .stestr-task
         before=$failed
         count_aio
         if [ "$aio_status" != 0 ]; then

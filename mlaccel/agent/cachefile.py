@@ -22,8 +22,14 @@ needs the image meanwhile waits and then reuses it instead of downloading
 it a second time.
 
 Bytes go to a temporary file whose name starts with
-:data:`~mlaccel.agent.inventory.TEMP_PREFIX`; only a complete file whose
-size and Glance hash match is renamed to its final name. Anything else is
+:data:`~mlaccel.agent.inventory.TEMP_PREFIX`. Nova takes a file in its
+cache for one it checked itself, so none of its image checks run on it
+again: the file is inspected as Nova's ``fetch_to_raw`` inspects a
+download (:mod:`mlaccel.imagesafety`: real format, safety check, match with
+Glance's ``disk_format``, qemu-img's second opinion) before anything
+converts it, and the conversion is bounded by the inspected virtual size
+and the headroom. Only a complete file whose size and Glance hash match and
+that passed inspection is renamed to its final name. Anything else is
 deleted before :func:`write` returns or raises, and the temporaries of a
 killed agent are removed at its next start.
 """
@@ -38,9 +44,16 @@ import time
 from oslo_concurrency import lockutils
 
 from mlaccel.agent import inventory
+from mlaccel import imagesafety
 
 #: Bytes written between two checks of the file system's free space.
 CHECK_EVERY = 64 * 1024 * 1024
+
+#: Seconds between two checks of a running conversion.
+CONVERT_POLL = 0.5
+
+#: Seconds a conversion may take.
+CONVERT_TIMEOUT = 3600
 
 
 class FetchFailed(Exception):
@@ -59,6 +72,10 @@ class Corrupt(FetchFailed):
     """The bytes do not match the image's size or hash."""
 
 
+class Unsafe(FetchFailed):
+    """The image failed inspection: it is left to nova-compute's checks."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ImageMeta:
     """What Glance says of an image, as far as the cache needs it.
@@ -69,6 +86,8 @@ class ImageMeta:
     :ivar hash_value: Glance's ``os_hash_value`` (hex).
     :ivar checksum: Glance's legacy MD5 ``checksum``, used only without
         ``os_hash_value``.
+    :ivar owner: the project that owns the image.
+    :ivar visibility: Glance's ``visibility`` (``public``, ``shared``...).
     """
 
     id: str
@@ -79,6 +98,8 @@ class ImageMeta:
     hash_value: str = ''
     checksum: str = ''
     name: str = ''
+    owner: str = ''
+    visibility: str = ''
 
     @classmethod
     def from_glance(cls, image):
@@ -90,7 +111,9 @@ class ImageMeta:
                    virtual_size=get('virtual_size'),
                    hash_algo=get('hash_algo') or get('os_hash_algo') or '',
                    hash_value=get('hash_value') or get('os_hash_value') or '',
-                   checksum=get('checksum') or '')
+                   checksum=get('checksum') or '',
+                   owner=get('owner') or get('owner_id') or '',
+                   visibility=get('visibility') or '')
 
     def needs_conversion(self, force_raw):
         return force_raw and self.disk_format not in ('raw', 'iso')
@@ -161,9 +184,13 @@ def write(settings, image, open_chunks, headroom, stopping=None,
                                    None if timeout is None
                                    else started + timeout)
             seconds = time.monotonic() - started
+            verdict = _inspect(image, temp, qemu_img)
             source = temp
-            if image.needs_conversion(settings.force_raw):
-                _convert(qemu_img, image, temp, converted)
+            if settings.force_raw and verdict.qemu_format != 'raw':
+                _check_room(settings.cache_dir, verdict.virtual_size,
+                            headroom, image)
+                _convert(qemu_img, image, verdict, temp, converted,
+                         headroom, stopping)
                 source = converted
             os.chmod(source, 0o644)
             os.rename(source, final)
@@ -195,12 +222,7 @@ def _download(directory, image, open_chunks, temp, headroom, stopping,
         chunks = open_chunks()
         try:
             for chunk in chunks:
-                if stopping is not None and stopping.is_set():
-                    raise Abandoned('image %s: the agent is stopping'
-                                    % image.id)
-                if deadline is not None and time.monotonic() > deadline:
-                    raise Abandoned('image %s: the download took too long'
-                                    % image.id)
+                _check_going(image, stopping, deadline, 'download')
                 out.write(chunk)
                 hasher.update(chunk)
                 written += len(chunk)
@@ -227,19 +249,59 @@ def _download(directory, image, open_chunks, temp, headroom, stopping,
     return written
 
 
-def _convert(qemu_img, image, source, target):
+def _check_going(image, stopping, deadline, what):
+    if stopping is not None and stopping.is_set():
+        raise Abandoned('image %s: the agent is stopping' % image.id)
+    if deadline is not None and time.monotonic() > deadline:
+        raise Abandoned('image %s: the %s took too long' % (image.id, what))
+
+
+def _inspect(image, path, qemu_img):
     try:
-        subprocess.run(
-            [qemu_img, 'convert', '-q', '-f', image.disk_format, '-O', 'raw',
-             source, target],
-            check=True, stdin=subprocess.DEVNULL, capture_output=True,
-            timeout=3600)
-    except (OSError, subprocess.SubprocessError) as exc:
-        detail = getattr(exc, 'stderr', b'') or b''
+        verdict = imagesafety.inspect_file(path, image.disk_format, image.id)
+        imagesafety.qemu_agrees(path, verdict, image.id, qemu_img=qemu_img)
+    except imagesafety.UnsafeImage as exc:
+        raise Unsafe('%s; discarded' % exc)
+    return verdict
+
+
+def _convert(qemu_img, image, verdict, source, target, headroom, stopping):
+    """qemu-img convert to raw, as nova-compute does, under limits.
+
+    The output is at most the inspected virtual size (checked against the
+    headroom before); the free space is watched while it grows.
+    """
+    deadline = time.monotonic() + CONVERT_TIMEOUT
+    command = imagesafety.limited(
+        [qemu_img, 'convert', '-q', '-f', verdict.qemu_format, '-O', 'raw',
+         source, target], imagesafety.CONVERT_LIMITS)
+    try:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+    except OSError as exc:
+        raise FetchFailed('image %s: cannot run qemu-img: %s'
+                          % (image.id, exc))
+    try:
+        while True:
+            try:
+                _out, err = proc.communicate(timeout=CONVERT_POLL)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            _check_going(image, stopping, deadline, 'conversion')
+            if shutil.disk_usage(os.path.dirname(target)).free < headroom:
+                raise NoRoom('image %s: the file system filled past the '
+                             'headroom during the conversion' % image.id)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            proc.communicate()
+    if proc.returncode:
         raise FetchFailed('image %s: cannot convert %s to raw as '
-                          'nova-compute would (force_raw_images): %s %s'
-                          % (image.id, image.disk_format, exc,
-                             detail.decode(errors='replace').strip()))
+                          'nova-compute would (force_raw_images): exit %d %s'
+                          % (image.id, verdict.qemu_format, proc.returncode,
+                             err.decode(errors='replace').strip()))
 
 
 def _sync_dir(path):

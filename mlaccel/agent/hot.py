@@ -10,18 +10,20 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Which images are hot: named by the operator, marked in Glance, or in
-demand across the cloud.
+"""Which images are hot: operator-named, marked in Glance, or in demand.
 
 An image is hot if its id is in ``[mlaccel_agent] hot_images``, its
 Glance property ``[mlaccel_agent] hot_property`` is ``true`` (the Cinder
 mirror-volume cache reads the same property), or builds of it started at
 least ``demand_builds`` times on any compute of the cloud within
 ``demand_window`` seconds (:class:`Demand`, fed from Nova's
-``instance.create.start`` notifications of every host). Glance is asked at
-most every ``hot_refresh_interval`` seconds; between queries the last
-answer is kept, and when Glance is unreachable the last answer stays in
-use.
+``instance.create.start`` notifications of every host). A tenant cannot
+make every node fetch its image (:mod:`mlaccel.hottrust`): the property
+counts only on images of ``hot_image_owners``, demand only on those and on
+public images, and both within ``hot_max_image_mb`` per image and
+``hot_max_owner_mb`` per owner. Glance is asked at most every
+``hot_refresh_interval`` seconds; between queries the last answer is kept,
+and when Glance is unreachable the last answer stays in use.
 """
 
 import collections
@@ -31,11 +33,14 @@ import time
 from oslo_log import log as logging
 
 from mlaccel.agent import cachefile
+from mlaccel import hottrust
 
 LOG = logging.getLogger(__name__)
 
 #: Glance's page size for listings.
 PAGE = 200
+
+MIB = 1024 * 1024
 
 
 def list_images(conn, **filters):
@@ -109,6 +114,7 @@ class HotImages:
         self._clock = clock
         self._next = 0.0
         self._hot = []
+        self._refused = set()
         self.failing = False
 
     def due(self):
@@ -136,19 +142,27 @@ class HotImages:
                     continue
                 hot.append(cachefile.ImageMeta.from_glance(image))
                 seen.add(image.id)
-            if self.opts.hot_property:
-                for image in list_images(
-                        conn, **{self.opts.hot_property: 'true'}):
-                    if image['id'] not in seen:
-                        hot.append(cachefile.ImageMeta.from_glance(image))
-                        seen.add(image['id'])
+            owners = set(self.opts.hot_image_owners
+                         or [conn.current_project_id])
+            budget = hottrust.Budget(self.opts.hot_max_image_mb * MIB,
+                                     self.opts.hot_max_owner_mb * MIB)
+            for meta in self._marked(conn):
+                if meta.id not in seen and self._admit(
+                        meta, budget, hottrust.trusted(meta.owner, owners),
+                        'marked hot'):
+                    hot.append(meta)
+                    seen.add(meta.id)
             for image_id in self.demand.hot() if self.demand else ():
                 if image_id in seen:
                     continue
                 image = conn.image.find_image(image_id, ignore_missing=True)
-                if image is not None and image.status == 'active':
-                    hot.append(cachefile.ImageMeta.from_glance(image))
-                    seen.add(image.id)
+                if image is None or image.status != 'active':
+                    continue
+                meta = cachefile.ImageMeta.from_glance(image)
+                if self._admit(meta, budget, hottrust.hot_by_demand(
+                        meta.owner, meta.visibility, owners), 'in demand'):
+                    hot.append(meta)
+                    seen.add(meta.id)
         except Exception as exc:
             if not self.failing:
                 LOG.warning('Cannot read hot images from Glance, keeping the '
@@ -160,6 +174,25 @@ class HotImages:
         self.failing = False
         self._hot = hot
         return list(hot)
+
+    def _marked(self, conn):
+        if not self.opts.hot_property:
+            return []
+        return [cachefile.ImageMeta.from_glance(image) for image in
+                list_images(conn, **{self.opts.hot_property: 'true'})]
+
+    def _admit(self, meta, budget, trusted, why):
+        """Whether ``meta`` is pre-fetched; a refusal is logged once."""
+        reason = (None if trusted else
+                  'its owner %s is not in [mlaccel_agent] hot_image_owners'
+                  % (meta.owner or '(unknown)'))
+        reason = reason or budget.refusal(meta.owner, meta.size)
+        if reason and meta.id not in self._refused:
+            LOG.warning('Image %s is %s but not pre-fetched: %s',
+                        meta.id, why, reason)
+        if reason:
+            self._refused.add(meta.id)
+        return reason is None
 
     def all_ids(self):
         """Ids of every active image Glance shows us (to name cache files).

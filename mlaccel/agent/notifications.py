@@ -31,15 +31,16 @@ backoff; once connected, oslo.messaging reconnects by itself.
 import threading
 
 from oslo_log import log as logging
+import tenacity
 
-from mlaccel.launcher import actions
-from mlaccel.launcher import events as launcher_events
+from mlaccel.nova import actions
+from mlaccel.nova import notifications as nova_notifications
 
 LOG = logging.getLogger(__name__)
 
-CREATE_START = launcher_events.CREATE_START
-CREATE_END = launcher_events.CREATE_END
-CREATE_ERROR = launcher_events.CREATE_ERROR
+CREATE_START = nova_notifications.CREATE_START
+CREATE_END = nova_notifications.CREATE_END
+CREATE_ERROR = nova_notifications.CREATE_ERROR
 EVENT_TYPES = (CREATE_START, CREATE_END, CREATE_ERROR)
 
 
@@ -157,22 +158,30 @@ class Listener:
         self._thread.start()
 
     def _connect(self):
-        delay, failing = 1.0, False
-        while not self._stopping.is_set():
-            try:
+        def attempt():
+            if not self._stopping.is_set():
                 self._start_listener()
-                if failing:
+                if retrying.statistics.get('attempt_number', 1) > 1:
                     LOG.info('Notification transport reachable again')
-                return
-            except Exception as exc:
-                if not failing:
-                    LOG.warning('Cannot listen to Nova\'s notifications, '
-                                'retrying with backoff: %s',
-                                launcher_events.masked(exc, self.url))
-                failing = True
-            if self._stopping.wait(delay):
-                return
-            delay = min(delay * 2, self.MAX_BACKOFF)
+
+        def warn_once(state):
+            if state.attempt_number == 1:
+                LOG.warning('Cannot listen to Nova\'s notifications, '
+                            'retrying with backoff: %s',
+                            nova_notifications.masked(
+                                state.outcome.exception(), self.url))
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(Exception),
+            stop=lambda state: self._stopping.is_set(),
+            wait=tenacity.wait_exponential(multiplier=1.0,
+                                           max=self.MAX_BACKOFF),
+            sleep=self._stopping.wait, before_sleep=warn_once,
+            reraise=True)
+        try:
+            retrying(attempt)
+        except Exception:
+            pass  # stopped while failing: warned already
 
     def _start_listener(self):
         import oslo_messaging
@@ -181,12 +190,12 @@ class Listener:
         try:
             # oslo.messaging retries an unreachable RabbitMQ for ever in
             # start(): probe once first so a stop stays prompt.
-            probe = launcher_events._rabbit(self.conf, self.url)
+            probe = nova_notifications.rabbit_connection(self.conf, self.url)
             if probe is not None:
                 probe.release()
-            targets = [oslo_messaging.Target(topic=topic,
-                                             exchange=launcher_events.EXCHANGE)
-                       for topic in self.settings.topics]
+            targets = [oslo_messaging.Target(
+                topic=topic, exchange=nova_notifications.EXCHANGE)
+                for topic in self.settings.topics]
             listener = oslo_messaging.get_notification_listener(
                 transport, targets, [self.endpoint], executor='threading',
                 pool=self.pool)

@@ -28,6 +28,7 @@ from oslo_log import log as logging
 
 from mlaccel.agent import cachefile
 from mlaccel import limiter as mlaccel_limiter
+from mlaccel import periodic
 
 LOG = logging.getLogger(__name__)
 
@@ -64,32 +65,23 @@ class Prefetcher:
         #: Why pre-fetching stopped for lack of room (``None``: it did not).
         self.no_room = None
         self.stopping = threading.Event()
-        self._thread = None
+        self._loop = periodic.Periodic(
+            'mlaccel-agent-prefetch', lambda: self.interval, self.round,
+            stop_event=self.stopping,
+            on_error=lambda exc: LOG.exception('Pre-fetch round failed; '
+                                               'going on'))
 
     def start(self):
-        self.stopping.clear()
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name='mlaccel-agent-prefetch')
-        self._thread.start()
+        self._loop.start()
 
     def stop(self, timeout=30.0):
         """Abandon running fetches (their temporaries are removed)."""
-        self.stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self._loop.stop(timeout)
         with self._lock:
             threads = list(self._running.values())
         deadline = time.monotonic() + timeout
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-
-    def _run(self):
-        while not self.stopping.is_set():
-            try:
-                self.round()
-            except Exception:
-                LOG.exception('Pre-fetch round failed; going on')
-            self.stopping.wait(self.interval)
 
     def wanted(self):
         """Hot images missing from the cache, in order."""

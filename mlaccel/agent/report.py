@@ -30,13 +30,13 @@ changes and otherwise every ``report_interval`` seconds; a bus it cannot
 reach is retried with backoff while the agent goes on serving.
 """
 
-import threading
 import time
 
 from oslo_log import log as logging
 
 from mlaccel.agent import AGENT_VERSION
 from mlaccel import hostreport
+from mlaccel import periodic
 from mlaccel import statebus
 
 LOG = logging.getLogger(__name__)
@@ -107,36 +107,27 @@ class Reporter:
         self.interval = interval
         self.tick = tick
         self.conf = conf
-        self.wake = threading.Event()
-        self.stopping = threading.Event()
+        self._loop = periodic.Periodic(
+            'mlaccel-agent-report', lambda: self.tick, self.step,
+            wakeable=True,
+            on_error=lambda exc: LOG.exception('Host report step failed; '
+                                               'going on'))
         self.published = None       # the last report on the bus
         self.failing = False
         self._next_try = 0.0
         self._delay = 1.0
-        self._thread = None
 
     def start(self):
-        self.stopping.clear()
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name='mlaccel-agent-report')
-        self._thread.start()
+        self._loop.start()
+
+    def wake(self):
+        """Scan and publish now."""
+        self._loop.wake()
 
     def stop(self, timeout=10.0):
         """Stop the thread and leave the bus (the report disappears)."""
-        self.stopping.set()
-        self.wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self._loop.stop(timeout)
         self.publisher.stop()
-
-    def _run(self):
-        while not self.stopping.is_set():
-            self.wake.clear()
-            try:
-                self.step()
-            except Exception:
-                LOG.exception('Host report step failed; going on')
-            self.wake.wait(self.tick)
 
     def step(self, now=None):
         """Scan, and publish if due; returns whether it published."""

@@ -19,8 +19,6 @@ temporary files removed), the report leaves the bus, the listener stops.
 A configuration it cannot use is one line on stderr and exit status 2.
 """
 
-import signal
-import sys
 import threading
 import time
 
@@ -106,14 +104,25 @@ class Agent:
                     on_image=lambda image: self.cache.learn([image]),
                     on_demand=self.demand.seen)
         self.publisher = statebus_publisher.Publisher(
-            self.host, conf, key=_host_key(conf))
+            self.host, conf, host_keys=_host_keys(conf, self.host))
         self.reporter = agent_report.Reporter(
             self.publisher, self.report, self._scan, opts.report_interval,
             opts.scan_interval, conf)
         if self.prefetcher is not None:
-            self.prefetcher.on_change = self.reporter.wake.set
+            self.prefetcher.on_change = self.reporter.wake
         self._next_names = 0.0
         self._naming = None
+        conf.register_mutate_hook(self._reloaded)
+
+    def _reloaded(self, conf, changed):
+        """Apply the intervals of a reloaded configuration (SIGHUP).
+
+        The hot image options are read on each pass and need nothing here.
+        """
+        self.reporter.interval = self.opts.report_interval
+        self.reporter.tick = self.opts.scan_interval
+        if self.prefetcher is not None:
+            self.prefetcher.interval = self.opts.scan_interval
 
     def report(self):
         return agent_report.assemble(
@@ -190,8 +199,11 @@ def build_limits(opts, max_builds):
     return limits
 
 
-def _host_key(conf):
-    """Check the bus URL and read this host's key (``None``: unsigned).
+def _host_keys(conf, host):
+    """Check the bus URL and read this host's keys.
+
+    ``None`` without a key file: the publisher then publishes nothing, or
+    unsigned reports with ``allow_unsigned_reports``.
 
     :raises ConfigError: for a URL no backend serves or a bad key file.
     """
@@ -204,7 +216,7 @@ def _host_key(conf):
     if not opts.host_key_file:
         return None
     try:
-        return keys.read_host_key(opts.host_key_file)
+        return statebus_publisher.host_keys_of(conf, host)
     except keys.KeyFileError as exc:
         raise ConfigError('[mlaccel_statebus] host_key_file: %s' % exc)
 
@@ -216,27 +228,3 @@ def parse_args(argv, conf=None):
     logging.register_options(conf)
     conf(argv, project='mlaccel', prog='mlaccel-agent')
     return conf
-
-
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        conf = parse_args(argv)
-        logging.setup(conf, 'mlaccel-agent')
-        agent = Agent(conf)
-    except (cfg.Error, ConfigError, OSError) as exc:
-        print('mlaccel-agent: error: %s' % exc, file=sys.stderr)
-        return 2
-    stop = threading.Event()
-
-    def _stop(signum, frame):
-        LOG.info('Signal %d: stopping', signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    agent.start()
-    while not stop.wait(1.0):
-        pass
-    agent.stop()
-    return 0

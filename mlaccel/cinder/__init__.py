@@ -10,5 +10,8 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""The Cinder mirror-volume cache: golden volumes cloned for every new
-volume created from an image (see ``doc/source/admin/cinder.rst``)."""
+"""The Cinder mirror-volume cache: golden volumes cloned for new volumes.
+
+Every volume created from an image is a clone of that image's golden
+volume (see ``doc/source/admin/cinder.rst``).
+"""

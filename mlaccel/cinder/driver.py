@@ -21,18 +21,17 @@ mirror's, which returns ``(model_update, True)`` after cloning the image's
 golden volume, so neither Cinder's built-in cache nor a download runs.
 Everything else is the backend's.
 
-Composition, not a mixin. Both were tried against what Cinder expects of a
-driver: the volume manager only calls the driver's methods and reads a few
-attributes (``configuration``, ``capabilities``, ``SUPPORTS_ACTIVE_ACTIVE``,
-``initialized``), which a proxy forwards; nothing in Cinder tests
-``isinstance`` on drivers, and :class:`cinder.volume.driver.ProxyVD` is
-Cinder's own marker for proxies (``_get_driver()`` gives the real one). The
-mixin (:func:`mirror_class`, kept for backends that must be one object)
-needs a class built at run time from the backend class: it cannot wrap
-drivers that are factories (NetApp's ``NetAppDriver`` returns another
-object from ``__new__``), and its attributes share one namespace with every
-backend's, where one clash silently breaks the backend. The proxy keeps the
-backend object untouched and its own state apart.
+Composition, not a mixin: the volume manager only calls the driver's
+methods and reads a few attributes (``configuration``, ``capabilities``,
+``SUPPORTS_ACTIVE_ACTIVE``, ``initialized``), which a proxy forwards;
+nothing in Cinder tests ``isinstance`` on drivers, and
+:class:`cinder.volume.driver.ProxyVD` is Cinder's own marker for proxies
+(``_get_driver()`` gives the real one). A mixin would need a class built at
+run time from the backend class, could not wrap drivers that are factories
+(NetApp's ``NetAppDriver`` returns another object from ``__new__``), and
+would share one attribute namespace with every backend's, where one clash
+silently breaks the backend. The proxy keeps the backend object untouched
+and its own state apart.
 """
 
 from eventlet import tpool
@@ -92,16 +91,22 @@ class MirrorVolumeDriver(driver.ProxyVD):
 
     def clone_image(self, context, volume, image_location, image_meta,
                     image_service):
-        return _clone_image(self.driver.clone_image, self.mirror, context,
-                            volume, image_location, image_meta,
-                            image_service)
+        update, cloned = self.driver.clone_image(
+            context, volume, image_location, image_meta, image_service)
+        if cloned:
+            return update, cloned
+        return self.mirror.clone_image(context, volume, image_meta,
+                                       image_service)
 
     def delete_volume(self, volume):
         self.mirror.forget_volume(volume.id)
         return self.driver.delete_volume(volume)
 
     def get_volume_stats(self, refresh=False):
-        return _stats(self.driver.get_volume_stats(refresh), self.mirror)
+        stats = dict(self.driver.get_volume_stats(refresh) or {})
+        stats['mlaccel_mirror'] = True
+        stats['mlaccel_golden_images'] = len(self.mirror.cache.entries())
+        return stats
 
 
 def _native_threads_tpool():
@@ -114,70 +119,3 @@ def _native_threads_tpool():
     """
     if not monkey_patch.is_patched():
         tpool.set_num_threads(0)
-
-
-def _clone_image(backend_clone_image, mirror_, context, volume,
-                 image_location, image_meta, image_service):
-    update, cloned = backend_clone_image(context, volume, image_location,
-                                         image_meta, image_service)
-    if cloned:
-        return update, cloned
-    return mirror_.clone_image(context, volume, image_meta, image_service)
-
-
-def _stats(stats, mirror_):
-    stats = dict(stats or {})
-    stats['mlaccel_mirror'] = True
-    stats['mlaccel_golden_images'] = len(mirror_.cache.entries())
-    return stats
-
-
-class MirrorMixin:
-    """The same behaviour as a mixin over the backend class itself."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._mlaccel_mirror = mirror.Mirror(self, _host(kwargs),
-                                             CONF.mlaccel_cinder)
-
-    @property
-    def mirror(self):
-        return self._mlaccel_mirror
-
-    def do_setup(self, context):
-        super().do_setup(context)
-        _native_threads_tpool()
-        self._mlaccel_mirror.start()
-
-    def clone_image(self, context, volume, image_location, image_meta,
-                    image_service):
-        return _clone_image(super().clone_image, self._mlaccel_mirror,
-                            context, volume, image_location, image_meta,
-                            image_service)
-
-    def delete_volume(self, volume):
-        self._mlaccel_mirror.forget_volume(volume.id)
-        return super().delete_volume(volume)
-
-    def get_volume_stats(self, refresh=False):
-        return _stats(super().get_volume_stats(refresh),
-                      self._mlaccel_mirror)
-
-
-_MIXED = {}
-
-
-def mirror_class(backend_cls):
-    """``MirrorMixin`` over ``backend_cls``, one class per backend class."""
-    if backend_cls not in _MIXED:
-        _MIXED[backend_cls] = type('Mirror' + backend_cls.__name__,
-                                   (MirrorMixin, backend_cls), {})
-    return _MIXED[backend_cls]
-
-
-class MirrorMixinVolumeDriver:
-    """``volume_driver`` for the mixin form: builds ``mirror_class``."""
-
-    def __new__(cls, *args, **kwargs):
-        backend = backend_class(kwargs['configuration'])
-        return mirror_class(backend)(*args, **kwargs)

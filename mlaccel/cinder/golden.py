@@ -10,8 +10,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Golden volumes: one image's bytes on one backend, owned by Cinder's
-internal tenant.
+"""Golden volumes: one image's bytes on one backend, in the internal tenant.
 
 A golden volume is an ordinary Cinder volume row (so quota, ``cinder
 list --all-tenants`` and the backend agree) whose metadata names the image
@@ -24,8 +23,10 @@ and local-disk backends): no temporary copy in ``image_conversion_dir`` and
 no ``qemu-img convert`` pass over the data, which Cinder's generic
 ``copy_image_to_volume`` makes. It is written with direct I/O where the
 file system has it, as Cinder writes volumes (:mod:`.imagewrite`); runs of
-zeros are skipped, so the golden volume stays sparse. Other images and
-backends take the backend's ``copy_image_to_volume``.
+zeros are skipped, so the golden volume stays sparse. Its first MiB is
+inspected before anything is written: an image declared raw that holds
+another format takes Cinder's path, whose format checks refuse it. Other
+images and backends take the backend's ``copy_image_to_volume``.
 """
 
 import math
@@ -48,6 +49,7 @@ from cinder import quota
 
 from mlaccel.cinder import imagewrite
 from mlaccel.cinder import metadata
+from mlaccel import imagesafety
 
 LOG = logging.getLogger(__name__)
 QUOTAS = quota.QUOTAS
@@ -172,12 +174,21 @@ class GoldenStore:
                                               image_meta['id'])
             return
         sink = imagewrite.open_sink(path)
+        raw = imagewrite.RawOnly(sink, image_meta['id'])
         try:
-            # Writes in a native thread under eventlet, as Cinder's fetch.
-            image_service.download(context, image_meta['id'],
-                                   tpool.Proxy(sink))
-        finally:
-            sink.close()
+            try:
+                # Writes in a native thread under eventlet, as Cinder's.
+                image_service.download(context, image_meta['id'],
+                                       tpool.Proxy(raw))
+                raw.finish()
+            finally:
+                sink.close()
+        except imagesafety.UnsafeImage as exc:
+            # Nothing was written: Cinder's own path inspects it again.
+            LOG.warning('%s; not streamed as raw: Cinder copies and checks '
+                        'it instead', exc)
+            self.backend.copy_image_to_volume(context, volume, image_service,
+                                              image_meta['id'])
 
     def clone(self, source_id, key, image_id, timed=None):
         """A new internal-tenant clone of a golden volume, or None.

@@ -20,6 +20,11 @@ write returns and nothing is left dirty to slow the clones that follow.
 Elsewhere it is :class:`SparseWriter`, buffered, and :meth:`close` syncs
 the file. Both skip runs of zeros (the file stays sparse): the file must be
 a new volume, all zeros, at least as long as the image.
+
+:class:`RawOnly` wraps a sink and holds the stream's first MiB back until
+:mod:`mlaccel.imagesafety` has seen it: an image declared raw that holds
+another format (a qcow2 naming a host file as its backing file) never
+reaches the volume.
 """
 
 import errno
@@ -28,11 +33,15 @@ import mmap
 import os
 import tempfile
 
+from mlaccel import imagesafety
+
 #: Direct I/O alignment of offsets, lengths and buffers (any logical block
 #: size up to 4 KiB).
 ALIGN = 4096
 #: Bytes a direct writer gathers before one write.
 BUFFER = 4 * 1024 * 1024
+#: Bytes of a raw stream inspected before any is written.
+PREFIX = 1024 * 1024
 
 
 def is_zero(data):
@@ -147,3 +156,39 @@ def open_sink(path):
             return DirectWriter(fd)
         os.close(fd)
     return SparseWriter(open(path, 'r+b'))
+
+
+class RawOnly:
+    """A sink that writes a stream only once its first bytes are raw.
+
+    The first :data:`PREFIX` bytes (or the whole image, if shorter: see
+    :meth:`finish`) are kept until :func:`mlaccel.imagesafety.
+    inspect_prefix` passes them; then they and the rest go to ``sink``.
+
+    :raises imagesafety.UnsafeImage: from :meth:`write` or :meth:`finish`,
+        with nothing written.
+    """
+
+    def __init__(self, sink, image_id):
+        self.sink = sink
+        self.image_id = image_id
+        self._held = []
+        self._held_bytes = 0
+
+    def write(self, chunk):
+        if self._held is None:
+            self.sink.write(chunk)
+            return
+        self._held.append(bytes(chunk))
+        self._held_bytes += len(chunk)
+        if self._held_bytes >= PREFIX:
+            self.finish()
+
+    def finish(self):
+        """The stream ended: inspect what is held, if not done yet."""
+        if self._held is None:
+            return
+        held, self._held = self._held, None
+        imagesafety.inspect_prefix(b''.join(held), 'raw', self.image_id)
+        for chunk in held:
+            self.sink.write(chunk)

@@ -10,8 +10,10 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Volume metadata keys of the mirror-volume cache (no Cinder import: the
-admin command reads them through Cinder's API)."""
+"""Volume metadata keys of the mirror-volume cache.
+
+No Cinder import: the admin command reads them through Cinder's API.
+"""
 
 #: On a golden volume: the image it holds, and that image's version.
 IMAGE_KEY = 'mlaccel_golden_image'

@@ -43,9 +43,9 @@ from mlaccel.cinder import cache
 from mlaccel.cinder import golden
 from mlaccel.cinder import metadata
 from mlaccel.cinder import notify
-from mlaccel.cinder import pool
 from mlaccel.cinder import prewarm
 from mlaccel.cinder import publish
+from mlaccel.cinder import readypool
 from mlaccel.cinder import singleflight
 from mlaccel import limiter
 
@@ -78,8 +78,8 @@ class Mirror:
             self._delete_golden, max_bytes=conf.max_cache_mib * 1024 * 1024,
             max_count=conf.max_cache_count, on_evict=self._evicted)
         self.flights = singleflight.SingleFlight()
-        self.pool = pool.ReadyPool(self, conf.pool_size, conf.pool_window,
-                                   conf.pool_adaptive)
+        self.pool = readypool.ReadyPool(self, conf.pool_size,
+                                        conf.pool_window, conf.pool_adaptive)
         # Downloads and copies into golden volumes, and clones of them,
         # each paced on this backend by a limit that follows their latency.
         self.downloads = limiter.AdaptiveLimiter(
@@ -126,7 +126,7 @@ class Mirror:
                         'mirror-volume cache is off; volumes from images '
                         'take Cinder\'s normal path.')
             return 0
-        for volume in pool.pooled_rows(self.store, self.host):
+        for volume in readypool.pooled_rows(self.store, self.host):
             self.store.delete(volume)
         restored = 0
         for volume in found:

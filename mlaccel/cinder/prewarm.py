@@ -17,7 +17,8 @@ seconds, makes the golden volumes of, in this order:
 
 * the images an operator names (``[mlaccel_cinder] prewarm_images``);
 * the images marked hot in Glance: property ``hot_image_property`` is
-  ``true``, the property the compute agent pre-fetches by;
+  ``true``, the property the compute agent pre-fetches by, on an image of
+  one of ``hot_image_owners`` (:mod:`mlaccel.hottrust`);
 * the images hot on the state bus: in the image caches of at least
   ``bus_hot_min_hosts`` compute nodes by their host reports, the most
   widely cached first, at most ``bus_hot_max_images``.
@@ -28,7 +29,6 @@ pinned: eviction treats them like any other entry.
 """
 
 import collections
-import threading
 
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
@@ -39,6 +39,8 @@ from cinder import exception
 from cinder.image import glance
 
 from mlaccel.cinder import golden
+from mlaccel import hottrust
+from mlaccel import periodic
 from mlaccel.statebus import reader
 
 LOG = logging.getLogger(__name__)
@@ -88,10 +90,10 @@ def bus_hot(snapshot, min_hosts, limit):
         reports; stale reports do not count.
     """
     counts = collections.Counter()
-    for host in list(snapshot.entries):
-        entry = snapshot.entry(host)
-        if entry is not None:
-            counts.update(entry.cached_images)
+    for host in list(snapshot.reports):
+        report = snapshot.get(host)
+        if report is not None:
+            counts.update(report.cached_images)
     hot = sorted((n, image_id) for image_id, n in counts.items()
                  if n >= min_hosts)
     return [image_id for _n, image_id in reversed(hot)][:limit]
@@ -113,8 +115,11 @@ class Prewarmer:
             image_service or glance.get_default_image_service)
         self.context = context or glance_context
         self.reports = reports or (lambda: reader.get_cache().snapshot())
-        self._stop = threading.Event()
-        self._thread = None
+        self._loop = periodic.Periodic(
+            'mlaccel-prewarm', lambda: self.conf.prewarm_interval,
+            self.run_once, on_error=lambda exc: LOG.exception(
+                'Pre-warm pass failed; going on'))
+        self._refused = set()
         self.passes = 0
 
     def candidates(self, context, image_service):
@@ -134,11 +139,20 @@ class Prewarmer:
                             'prewarm_images does not exist; skipped',
                             image_id)
         prop = self.conf.hot_image_property
+        owners = set(self.conf.hot_image_owners or [context.project_id])
         if prop:
             for meta in image_service.detail(
                     context, filters={prop: 'true', 'status': 'active'}):
-                if marked_hot(meta, prop):
+                if not marked_hot(meta, prop):
+                    continue
+                if hottrust.trusted(meta.get('owner'), owners):
                     add(meta, MARKED)
+                elif meta['id'] not in self._refused:
+                    self._refused.add(meta['id'])
+                    LOG.warning('Image %s is marked hot but its owner %s is '
+                                'not in [mlaccel_cinder] hot_image_owners: '
+                                'not pre-warmed', meta['id'],
+                                meta.get('owner'))
         if self.conf.bus_hot_min_hosts:
             for image_id in bus_hot(self.reports(),
                                     self.conf.bus_hot_min_hosts,
@@ -163,7 +177,7 @@ class Prewarmer:
             LOG.exception('Pre-warm: cannot list the images to pre-warm')
             return 0
         for meta, source in candidates:
-            if self._stop.is_set():
+            if self._loop.stopping.is_set():
                 break
             if source == BUS and not self.mirror.cache.fits(
                     golden.image_bytes(meta)):
@@ -181,19 +195,9 @@ class Prewarmer:
 
     def start(self):
         """Run a pass now and then every ``prewarm_interval`` seconds."""
-        if not self.conf.prewarm_interval or self._thread is not None:
-            return
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name='mlaccel-prewarm')
-        self._thread.start()
+        if self.conf.prewarm_interval:
+            self._loop.start()
 
     def stop(self):
-        self._stop.set()
-
-    def _run(self):
-        while not self._stop.is_set():
-            try:
-                self.run_once()
-            except Exception:
-                LOG.exception('Pre-warm pass failed')
-            self._stop.wait(self.conf.prewarm_interval)
+        """Stop after the image being pre-warmed, without waiting."""
+        self._loop.stop(timeout=0)

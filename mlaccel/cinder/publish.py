@@ -10,7 +10,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Keep one backend's report (:mod:`mlaccel.cinder.report`) on the bus.
+"""Keep one backend's report (:mod:`mlaccel.cinder.backendreport`) on the bus.
 
 Published every ``report_interval`` seconds and as soon as the backend's
 golden images change, by one thread per backend through the state bus's
@@ -18,12 +18,12 @@ golden images change, by one thread per backend through the state bus's
 is logged once and retried; the cache keeps working without it.
 """
 
-import threading
 import time
 
 from oslo_log import log as logging
 
-from mlaccel.cinder import report
+from mlaccel.cinder import backendreport
+from mlaccel import periodic
 from mlaccel import statebus
 from mlaccel.statebus import publisher
 
@@ -42,23 +42,24 @@ class ReportLoop:
         self.conf = conf
         self.interval = conf.mlaccel_cinder.report_interval
         self.publisher = publisher_ or publisher.Publisher(
-            mirror.host, conf, codec=report.BackendReportCodec(),
+            mirror.host, conf, codec=backendreport.BackendReportCodec(),
             group=conf.mlaccel_cinder.report_group)
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread = None
+        self._loop = periodic.Periodic('mlaccel-backend-report',
+                                       self.interval, self.publish,
+                                       wakeable=True)
+        self._started = False
         self.failing = False
         self.published = 0
 
     def report(self):
-        return report.BackendReport(
+        return backendreport.BackendReport(
             self.mirror.host, time.time(),
             frozenset(e['image_id'] for e in self.mirror.cache.entries()
                       if not e['filling']))
 
     def changed(self):
         """The golden images changed: publish now."""
-        self._wake.set()
+        self._loop.wake()
 
     def publish(self):
         """Publish once; False (logged once) if the bus refused."""
@@ -79,20 +80,13 @@ class ReportLoop:
         return True
 
     def start(self):
-        if not self.interval or self._thread is not None:
-            return
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name='mlaccel-backend-report')
-        self._thread.start()
+        """Publish now and then every ``report_interval`` seconds."""
+        if self.interval:
+            self._started = True
+            self._loop.start()
 
     def stop(self):
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
+        """Stop publishing; the report leaves the bus."""
+        self._loop.stop()
+        if self._started:
             self.publisher.stop()
-
-    def _run(self):
-        while not self._stop.is_set():
-            self._wake.clear()
-            self.publish()
-            self._wake.wait(self.interval)

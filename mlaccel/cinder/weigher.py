@@ -23,14 +23,13 @@ weigh 0 everywhere. Reports are read by a background thread into memory
 stale or missing report counts as holding nothing.
 """
 
-import threading
 
 from oslo_config import cfg
 
 from cinder.scheduler import weights
 from cinder.volume import volume_utils
 
-from mlaccel.cinder import report
+from mlaccel.cinder import backendreport
 from mlaccel import conf as mlaccel_conf
 from mlaccel.statebus import reader
 
@@ -42,33 +41,18 @@ class BackendReportCache(reader.ReportCache):
     """The report cache of backend reports.
 
     A snapshot maps each backend (``host@backend``) to its
-    :class:`~mlaccel.cinder.report.BackendReport`.
+    :class:`~mlaccel.cinder.backendreport.BackendReport`.
     """
 
     def __init__(self, conf=None):
         conf = conf or CONF
-        super().__init__(conf, codec=report.BackendReportCodec(),
+        super().__init__(conf, codec=backendreport.BackendReportCodec(),
                          group=conf.mlaccel_cinder.report_group)
-
-    def _model_of(self, reports):
-        return None
-
-    def _entries(self, reports, old, keep=None):
-        return reports
-
-
-_cache = None
-_lock = threading.Lock()
 
 
 def get_cache():
     """The process-wide cache of backend reports."""
-    global _cache
-    if _cache is None:
-        with _lock:
-            if _cache is None:
-                _cache = BackendReportCache()
-    return _cache
+    return reader.process_cache(BackendReportCache)
 
 
 def image_id(weight_properties):
@@ -92,7 +76,7 @@ class GoldenImageWeigher(weights.BaseHostWeigher):
         snapshot = get_cache().snapshot()
         weights_ = []
         for weighed in weighed_obj_list:
-            held = snapshot.entry(
+            held = snapshot.get(
                 volume_utils.extract_host(weighed.obj.host, 'backend'))
             weights_.append(
                 1.0 if held is not None and image in held.golden_images

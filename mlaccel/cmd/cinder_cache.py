@@ -32,6 +32,7 @@ import time
 import openstack
 
 from mlaccel.cinder import metadata
+from mlaccel.cmd import common
 from mlaccel.cmd import statebus as statebus_cmd
 
 IMAGE_KEY = metadata.IMAGE_KEY
@@ -198,9 +199,8 @@ def main(argv=None):
         message, status = str(exc), exc.status
     except openstack.exceptions.SDKException as exc:
         message, status = str(exc), 1
-    print('mlaccel-cinder-cache: ' + ' '.join(message.split()),
-          file=sys.stderr)
-    return status
+    return common.error('mlaccel-cinder-cache', ' '.join(message.split()),
+                        status)
 
 
 if __name__ == '__main__':

@@ -269,13 +269,13 @@ def _parser():
                         help='tooz URL of the state bus, written to '
                              '[mlaccel_statebus] backend_url')
     enable.add_argument('--statebus-deployment-key-file',
-                        type=_key_file(keys.read_deployment_key),
+                        type=_key_file(keys.read_deployment_keys),
                         help='deployment key of the state bus ("mlaccel-'
                              'statebus keygen"), for the nodes that read '
                              'host reports (schedulers); written to '
                              '[mlaccel_statebus] deployment_key_file')
     enable.add_argument('--statebus-host-key-file',
-                        type=_key_file(keys.read_host_key),
+                        type=_key_file(keys.read_host_keys),
                         help='this host\'s key ("mlaccel-statebus derive"), '
                              'for compute nodes; written to '
                              '[mlaccel_statebus] host_key_file')

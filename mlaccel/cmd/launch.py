@@ -37,8 +37,9 @@ import sys
 import openstack
 from oslo_config import cfg
 from oslo_log import log as logging
-from oslo_utils import uuidutils
 
+from mlaccel.cmd import common
+from mlaccel.cmd import pool as pool_cmd
 from mlaccel import conf as mlaccel_conf
 from mlaccel.launcher import api
 from mlaccel.launcher import record
@@ -46,6 +47,10 @@ from mlaccel.pool import cli as pool_cli
 from mlaccel.taskd import protocol
 
 LOG = logging.getLogger(__name__)
+
+PROG = 'mlaccel launch'
+#: Kept for :mod:`mlaccel.osc.launch`, which calls it; see
+#: :func:`mlaccel.cmd.common.networks`.
 
 
 def _json_object(text):
@@ -152,14 +157,6 @@ def _options(args):
     return options
 
 
-def _networks(conn, network):
-    if network in ('none', 'auto'):
-        return network
-    if not uuidutils.is_uuid_like(network):
-        network = conn.network.find_network(network, ignore_missing=False).id
-    return [{'uuid': network}]
-
-
 def print_progress(snapshot, stream=None):
     """One progress line: how many VMs reached each phase."""
     stream = stream or sys.stderr
@@ -174,27 +171,6 @@ def print_progress(snapshot, stream=None):
 
 def _terminate(signum, frame):
     raise KeyboardInterrupt('signal %d' % signum)
-
-
-def _one_line(exc):
-    return ' '.join(str(exc).split()) or type(exc).__name__
-
-
-def _configure(conf, args):
-    """Load the config files and check every launcher option's value.
-
-    Raises ``cfg.Error`` for a missing or unparsable file or a bad value.
-    """
-    for name in args.config_file:
-        if not os.path.isfile(name):
-            raise cfg.ConfigFilesNotFoundError([name])
-    logging.register_options(conf)
-    conf(args=[], project='mlaccel',
-         default_config_files=args.config_file or None)
-    for opt in mlaccel_conf.launcher.OPTS:  # bad values fail here, not later
-        getattr(conf.mlaccel_launcher, opt.dest)
-    conf.set_override('debug', args.debug)
-    logging.setup(conf, 'mlaccel-launch')
 
 
 def _check_output(path):
@@ -215,20 +191,21 @@ def main(argv=None):
     if args.seed is not None:
         submit['seed'] = args.seed
     try:
-        _configure(conf, args)
+        common.load_config(args.config_file, 'mlaccel-launch',
+                           debug=args.debug,
+                           modules=(mlaccel_conf.launcher,), conf=conf)
         protocol.TaskSpec(args.task, args.task_args, **submit)
         if args.output:
             _check_output(args.output)
     except (ValueError, cfg.Error, OSError) as exc:
-        sys.stderr.write('mlaccel launch: %s\n' % _one_line(exc))
-        return 2
+        return common.error(PROG, common.one_line(exc), common.USAGE)
     signal.signal(signal.SIGTERM, _terminate)
     try:
         conn = openstack.connect(cloud=args.cloud)
         warm_pool = pool_cli.claimer(conf, conn) if args.pool else None
         result = api.launch(
             conn, args.image, args.flavor, args.count, args.task,
-            args.task_args, network=_networks(conn, args.network),
+            args.task_args, network=common.networks(conn, args.network),
             server_group=args.server_group, timeout=args.timeout,
             keep_servers=args.keep_servers, submit_options=submit,
             progress=None if args.quiet else print_progress, conf=conf,
@@ -237,18 +214,16 @@ def main(argv=None):
     except api.LaunchInterrupted as exc:
         result, status = exc.record, 130
     except (ValueError, TypeError, cfg.Error) as exc:
-        sys.stderr.write('mlaccel launch: %s\n' % _one_line(exc))
-        return 2
+        return common.error(PROG, common.one_line(exc), common.USAGE)
     except Exception as exc:
         # Raised before any server was made: connection, lookups.
-        sys.stderr.write('mlaccel launch: %s\n' % _one_line(exc))
-        return 1
+        return common.error(PROG, common.one_line(exc), common.FAILURE)
     if args.output:
         try:
             record.write_json(result, args.output)
         except OSError as exc:
             sys.stderr.write('mlaccel launch: cannot write the record: %s\n'
-                             % _one_line(exc))
+                             % common.one_line(exc))
             status = status or 1
     sys.stdout.write(record.format_table(result))
     if result['error']:
@@ -279,7 +254,7 @@ def cli(argv=None):
         sys.stdout.write(USAGE)
         return 0
     if argv[:1] == ['pool']:
-        return pool_cli.main(argv[1:])
+        return pool_cmd.main(argv[1:])
     if not argv or argv[0] != 'launch':
         sys.stderr.write('mlaccel: %s; try "mlaccel --help"\n' % (
             'unknown command %r' % argv[0] if argv else 'no command'))

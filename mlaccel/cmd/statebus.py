@@ -12,11 +12,12 @@
 
 """``mlaccel-statebus``: look at and feed the state bus by hand.
 
-``show`` prints every host report the scheduler would see, with its age;
-``publish`` puts a report (JSON, as the agent writes it) on the bus and
-keeps it there until interrupted, for trying the scheduler plugins before
-the agent runs; ``keygen`` makes the deployment secret readers hold and
-``derive`` the key of one host, for its publisher.
+``show`` prints every host report the scheduler would see, with its age
+and the id of the key that signed it; ``publish`` puts a report (JSON, as
+the agent writes it) on the bus and keeps it there until interrupted, for
+trying the scheduler plugins before the agent runs; ``keygen`` makes the
+deployment key readers hold, ``rotate`` puts a new one in front of it, and
+``derive`` makes the keys of hosts, for their publishers.
 """
 
 import argparse
@@ -29,8 +30,10 @@ from oslo_config import cfg
 from oslo_log import log as logging
 import tooz
 
+from mlaccel.cmd import common
 from mlaccel import conf as mlaccel_conf
 from mlaccel import hostreport
+from mlaccel import periodic
 from mlaccel import statebus
 from mlaccel.statebus import keys
 from mlaccel.statebus import publisher
@@ -65,26 +68,38 @@ def _positive_seconds(text):
     return value
 
 
-def _show(conf, args):
+def read_bus(conf):
+    """A :class:`~mlaccel.statebus.reader.ReportCache` after one read.
+
+    :raises Failure: the bus cannot be read (its URL's secrets masked).
+    """
     cache = reader.ReportCache(conf)
     try:
         cache.refresh()
     finally:
         cache.stop()
     if not cache.healthy:
-        raise Failure('state bus %s cannot be read: %s'
-                      % (statebus.safe_url(conf), cache.last_error))
+        raise Failure('state bus %s cannot be read: %s' % (
+            statebus.safe_url(conf), common.one_line(
+                statebus.redact(conf, cache.last_error))))
+    return cache
+
+
+def _show(conf, args):
+    cache = read_bus(conf)
     snapshot = cache.current()
     reports = sorted(snapshot.reports.values(), key=lambda r: r.host)
     if args.json:
-        print(json.dumps([r.to_dict() for r in reports], indent=2))
+        print(json.dumps([dict(r.to_dict(), key_id=cache.key_id(r.host))
+                          for r in reports], indent=2))
         return 0
-    print('%-24s %8s %6s %8s %6s %6s' % (
-        'host', 'age s', 'fresh', 'images', 'builds', 'limit'))
+    print('%-24s %8s %6s %8s %6s %6s  %s' % (
+        'host', 'age s', 'fresh', 'images', 'builds', 'limit', 'key'))
     for r in reports:
-        print('%-24s %8.1f %6s %8d %6d %6d' % (
+        print('%-24s %8.1f %6s %8d %6d %6d  %s' % (
             r.host, r.age(snapshot.now), snapshot.get(r.host) is not None,
-            len(r.cached_images), r.builds_in_flight, r.build_limit))
+            len(r.cached_images), r.builds_in_flight, r.build_limit,
+            cache.key_id(r.host) or '(unsigned)'))
     return 0
 
 
@@ -113,15 +128,18 @@ def _read_report(path):
 def _publish(conf, args):
     report = _read_report(args.report)
     pub = publisher.Publisher(report.host, conf)
+
+    def publish():
+        # Re-stamped each time: readers judge freshness by it.
+        pub.publish(hostreport.HostReport(**{
+            **vars(report), 'timestamp': time.time()}))
+
     try:
-        while True:
-            # Re-stamped each time: readers judge freshness by it.
-            report = hostreport.HostReport(**{
-                **vars(report), 'timestamp': time.time()})
-            pub.publish(report)
-            if args.once:
-                break
-            time.sleep(args.interval)
+        if args.once:
+            publish()
+        else:
+            periodic.Periodic('mlaccel-statebus-publish', args.interval,
+                              publish).run()
     except KeyboardInterrupt:
         pass
     finally:
@@ -137,19 +155,37 @@ def _keygen(conf, args):
     return 0
 
 
-def _derive(conf, args):
+def _deployment_key_file(conf, args):
     path = args.deployment_key_file or conf.mlaccel_statebus.\
         deployment_key_file
     if not path:
-        raise Failure('derive needs --deployment-key-file (or '
-                      '[mlaccel_statebus] deployment_key_file)', 2)
-    if not args.host or args.host != args.host.strip():
-        raise Failure('--host must be a host name without surrounding '
-                      'blanks', 2)
-    key = keys.derive(keys.read_deployment_key(path), args.host)
-    keys.write_key(args.output, key.hex())
-    print('wrote the key of host %s to %s; give it to that host only '
-          '([mlaccel_statebus] host_key_file)' % (args.host, args.output))
+        raise Failure('%s needs --deployment-key-file (or '
+                      '[mlaccel_statebus] deployment_key_file)'
+                      % args.command, 2)
+    return path
+
+
+def _rotate(conf, args):
+    path = _deployment_key_file(conf, args)
+    new, dropped = keys.rotate(path)
+    print('key %s is now the current key in %s, the previous one still '
+          'valid%s; derive the hosts\' keys again and give them to the '
+          'hosts, then retire the previous key with another rotate or by '
+          'deleting its line' % (new, path, ''.join(
+              '; dropped key %s' % kid for kid in dropped)))
+    return 0
+
+
+def _derive(conf, args):
+    path = _deployment_key_file(conf, args)
+    for host in args.host:
+        if not host or host != host.strip() or len(host.split()) != 1:
+            raise Failure('--host must be a host name without blanks', 2)
+    host_keys = keys.derive_all(keys.read_deployment_keys(path), args.host)
+    keys.write_key(args.output, keys.format_host_keys(host_keys))
+    print('wrote the keys of host %s to %s (key %s current); give it to '
+          'that host only ([mlaccel_statebus] host_key_file)'
+          % (', '.join(args.host), args.output, host_keys[0].id))
     return 0
 
 
@@ -169,17 +205,22 @@ def _parser():
                      help='publish once and exit; the bus expires the report '
                           'after its liveness timeout')
     keygen = sub.add_parser(
-        'keygen', help='make a new deployment secret (file mode 0600)')
+        'keygen', help='make a new deployment key (file mode 0600)')
     keygen.add_argument('--output', required=True,
                         help='file to create; an existing one is kept')
+    rotate = sub.add_parser(
+        'rotate', help='put a new deployment key first in the file, keep '
+                       'the current one as the previous, drop older ones')
     derive = sub.add_parser(
-        'derive', help='make the key of one host from the deployment secret')
-    derive.add_argument('--deployment-key-file',
-                        help='the deployment secret (default: '
-                             '[mlaccel_statebus] deployment_key_file)')
-    derive.add_argument('--host', required=True,
-                        help='the host name the key signs for, as Nova '
-                             'knows the host')
+        'derive', help='make the keys of hosts from the deployment keys')
+    for command in (rotate, derive):
+        command.add_argument('--deployment-key-file',
+                             help='the deployment keys (default: '
+                                  '[mlaccel_statebus] deployment_key_file)')
+    derive.add_argument('--host', required=True, action='append',
+                        help='a host name the keys sign for, as Nova knows '
+                             'the host (cinder-volume: host@backend); may '
+                             'be given several times')
     derive.add_argument('--output', required=True,
                         help='file to create; an existing one is kept')
     return parser
@@ -212,15 +253,19 @@ def _raw_url(conf):
 
 
 _COMMANDS = {'show': _show, 'publish': _publish, 'keygen': _keygen,
-             'derive': _derive}
+             'rotate': _rotate, 'derive': _derive}
 
 
-def _check_bus_conf(conf):
+def _check_bus_conf(conf, command):
     """Refuse a bad URL or key file before anything touches the bus."""
     opts = conf.mlaccel_statebus
     bus_url.tooz_url(opts.backend_url)
     if opts.deployment_key_file:
-        keys.read_deployment_key(opts.deployment_key_file)
+        keys.read_deployment_keys(opts.deployment_key_file)
+    elif command == 'show' and not opts.allow_unsigned_reports:
+        raise Failure('show needs [mlaccel_statebus] deployment_key_file '
+                      '(or allow_unsigned_reports, in a test cloud): '
+                      'reports are used only signed', 2)
 
 
 def main(argv=None):
@@ -229,7 +274,7 @@ def main(argv=None):
         args = _parser().parse_args(argv)
         conf = _load_conf(args)
         if args.command in ('show', 'publish'):
-            _check_bus_conf(conf)
+            _check_bus_conf(conf, args.command)
         return _COMMANDS[args.command](conf, args)
     except Failure as exc:
         message, status = str(exc), exc.status

@@ -41,6 +41,7 @@ OPTS = [
              'file must exist.'),
     cfg.FloatOpt(
         'report_interval',
+        mutable=True,
         default=10.0,
         min=0.5,
         help='Seconds between two publications of the host report when '
@@ -50,6 +51,7 @@ OPTS = [
              'after which readers ignore a report.'),
     cfg.FloatOpt(
         'scan_interval',
+        mutable=True,
         default=2.0,
         min=0.1,
         help='Seconds between two scans of the image cache directory. A '
@@ -78,17 +80,48 @@ OPTS = [
              'hot_images and builds.'),
     cfg.ListOpt(
         'hot_images',
+        mutable=True,
         default=[],
         help='Ids of images the operator wants in this node\'s image cache '
              'at all times, pre-fetched in the order given.'),
     cfg.StrOpt(
         'hot_property',
+        mutable=True,
         default='mlaccel_hot',
         help='Glance image property that marks an image hot in the whole '
-             'cloud: an image whose property has the value "true" is '
-             'pre-fetched by every agent (the Cinder mirror-volume cache '
-             'reads the same property). Empty: only hot_images are '
-             'pre-fetched.'),
+             'cloud: an image of one of hot_image_owners whose property has '
+             'the value "true" is pre-fetched by every agent (the Cinder '
+             'mirror-volume cache reads the same property). Empty: only '
+             'hot_images are pre-fetched.'),
+    cfg.ListOpt(
+        'hot_image_owners',
+        mutable=True,
+        default=[],
+        help='Ids of the projects whose images may be made hot by '
+             'hot_property (and, when they are not public, by '
+             'demand_builds): the operator\'s projects. Any owner can set '
+             'a property on its own image, and a tenant\'s word must not '
+             'make every node download its image. Public images (only an '
+             'admin can publish one) may be hot by demand whoever owns '
+             'them. Empty: the project of the agent\'s own credentials '
+             '(cloud) only.'),
+    cfg.IntOpt(
+        'hot_max_image_mb',
+        mutable=True,
+        default=32768,
+        min=0,
+        help='Largest image, in MiB, that hot_property or demand_builds '
+             'make the agent pre-fetch (images named in hot_images are '
+             'not bounded). 0: no bound.'),
+    cfg.IntOpt(
+        'hot_max_owner_mb',
+        mutable=True,
+        default=65536,
+        min=0,
+        help='Most MiB of images of one owner that hot_property and '
+             'demand_builds make the agent pre-fetch; the images past it, '
+             'in the order they are found, are left to nova-compute\'s '
+             'own downloads. 0: no bound.'),
     cfg.IntOpt(
         'demand_builds',
         default=3,
@@ -106,6 +139,7 @@ OPTS = [
         help='Seconds of builds counted for demand_builds.'),
     cfg.FloatOpt(
         'hot_refresh_interval',
+        mutable=True,
         default=60.0,
         min=1.0,
         help='Seconds between two queries to Glance for images marked hot '

@@ -55,13 +55,23 @@ OPTS = [
         'hot_image_property',
         default='mlaccel_hot',
         help='Glance image property that marks an image hot: an image '
-             'whose property has the value "true" gets its golden volume '
-             'made by the pre-warm task (see prewarm_interval) before the '
-             'first request for it, pinned if pin_prewarmed is set. The '
-             'compute agent pre-fetches images by the same property '
-             '([mlaccel_agent] hot_property); keep the two equal. Empty: '
-             'Glance is not asked. Listing images needs a Glance user: '
-             'Cinder\'s own [glance] auth_type and credentials.'),
+             'of one of hot_image_owners whose property has the value '
+             '"true" gets its golden volume made by the pre-warm task (see '
+             'prewarm_interval) before the first request for it, pinned if '
+             'pin_prewarmed is set. The compute agent pre-fetches images by '
+             'the same property ([mlaccel_agent] hot_property); keep the '
+             'two equal. Empty: Glance is not asked. Listing images needs a '
+             'Glance user: Cinder\'s own [glance] auth_type and '
+             'credentials.'),
+    cfg.ListOpt(
+        'hot_image_owners',
+        default=[],
+        help='Ids of the projects whose images hot_image_property may mark '
+             'hot: the operator\'s projects (usually the admin project). '
+             'Any owner can set a property on its own image, and a '
+             'tenant\'s word must not pin golden volumes on every backend. '
+             'Empty: only images of Cinder\'s internal tenant '
+             '(cinder_internal_tenant_project_id).'),
     cfg.ListOpt(
         'prewarm_images',
         default=[],

@@ -14,7 +14,6 @@
 
 from oslo_config import cfg
 
-from mlaccel.tasks import clip
 
 GROUP = cfg.OptGroup(
     'mlaccel_launcher',
@@ -48,18 +47,26 @@ OPTS = [
              'launcher (on every interface of the guest). The launcher '
              'reaches it over TLS with a certificate made for that VM alone '
              'and pinned, and authenticates with a token of that VM alone; '
-             'both reach the VM only through its user-data.'),
+             'both reach the VM only through its user-data. It connects only '
+             'to an address Nova lists for the VM\'s server (fixed or '
+             'floating), whatever host the daemon\'s readiness push '
+             'names, at the port the push reports.'),
     cfg.ListOpt(
         'preload',
-        default=list(clip.PRELOAD),
+        default=[],
         help='Modules the task daemon imports before it reports ready, so '
              'that forked tasks start warm ("module" or "module:warm-up '
-             'function"). The default warms up the example task.'),
+             'function"). Empty (the default): nothing is preloaded. For '
+             'the example task: torch,torch._dynamo,'
+             'mlaccel.tasks.clip:warm (mlaccel.tasks.clip.PRELOAD).'),
     cfg.StrOpt(
         'tls_cert_file',
-        help='Certificate (PEM) of the readiness listener, with its chain up '
-             'to the root: the VMs pin exactly these certificates. Unset '
-             '(the default): each launch makes a fresh self-signed '
+        help='Certificate (PEM) of the readiness listener, first in the '
+             'file, optionally followed by the chain that issued it. The VMs '
+             'get the file in their user-data and pin its first certificate '
+             'alone: no other certificate passes as the listener, not even '
+             'one issued by the same CA, and host names are not checked. '
+             'Unset (the default): each launch makes a fresh self-signed '
              'certificate and key, kept in memory, and gives the '
              'certificate to its VMs in their user-data. The listener '
              'always serves HTTPS.'),

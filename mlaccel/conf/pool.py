@@ -127,4 +127,78 @@ OPTS = [
         help='Default reuse policy of a new pool: a member serves at most '
              'this many tasks, then it is deleted. After each task a member '
              'is returned only if its task ended and left no process.'),
+    cfg.StrOpt(
+        'project_id',
+        help='Id of the project the launcher\'s and the pool manager\'s '
+             'credentials act in, for credentials that do not name one '
+             '(a bare token, for example). When the credentials do name a '
+             'project, it must be this one. A pool belongs to one project: '
+             'launches claim only members of their own project\'s pools, '
+             'after Nova confirmed each server is that project\'s, and a '
+             'manager tends only the pools of its project. When the project '
+             'is unknown (the credentials name none and this is unset) or '
+             'the two disagree, nothing is claimed (every VM is created '
+             'fresh), no pool is created and the manager tends no pool; '
+             'an error says why.'),
+    cfg.IntOpt(
+        'demand_records',
+        default=5000,
+        min=1,
+        help='The most launch asks kept per project in the pools\' demand '
+             'record (in state_dir, beside the pools): every launch that may '
+             'claim members records the key it asked for, its VMs and how '
+             'many members it got, whether a pool exists for the key or '
+             'not, and the fresh overhead of the VMs made for its misses. '
+             'The oldest asks go first.'),
+    cfg.FloatOpt(
+        'demand_max_age',
+        default=8 * 86400.0,
+        min=60.0,
+        help='Seconds a launch ask is kept in the demand record. Longer '
+             'than a day, so that daily patterns can be seen.'),
+    cfg.BoolOpt(
+        'learn',
+        default=False,
+        help='Whether the pool manager makes, sizes and retires pools by '
+             'itself from the recorded demand ("learned" pools), for the '
+             'projects in learn_projects, within the budget '
+             '(budget_members, budget_idle_vm_hours). Pools an operator '
+             'made are never touched and are served first: their idle '
+             'members count against the budget.'),
+    cfg.ListOpt(
+        'learn_projects',
+        default=[],
+        help='Ids of the projects whose demand may make learned pools: '
+             'opt-in per project. A manager tends only its own project\'s '
+             'pools, so this lists that project to turn learning on.'),
+    cfg.ListOpt(
+        'learn_images',
+        default=[],
+        help='Ids of the images learned pools may hold; empty: any image '
+             'the project can boot (Glance shows it to the project). An '
+             'image the project cannot see is never pooled.'),
+    cfg.ListOpt(
+        'learn_flavors',
+        default=[],
+        help='Ids of the flavors learned pools may hold; empty: any.'),
+    cfg.IntOpt(
+        'budget_members',
+        default=4,
+        min=0,
+        help='The most warm (idle) members of the project\'s pools, '
+             'learned and operator-made together; the learned pools get '
+             'what the operator\'s leave.'),
+    cfg.FloatOpt(
+        'budget_idle_vm_hours',
+        default=96.0,
+        min=0.0,
+        help='The most idle VM-hours a day the warm members may cost. A '
+             'member is counted as idle all day, the most it can cost, so '
+             'this allows budget_idle_vm_hours / 24 members at once, and '
+             'holds whatever the demand does.'),
+    cfg.IntOpt(
+        'learn_max_size',
+        default=10,
+        min=1,
+        help='The most members one learned pool may hold.'),
 ]

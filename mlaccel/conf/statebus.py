@@ -43,24 +43,53 @@ OPTS = [
              'the member capabilities.'),
     cfg.StrOpt(
         'deployment_key_file',
-        help='File holding the deployment secret of the state bus (made by '
+        help='File holding the deployment keys of the state bus (made by '
              '"mlaccel-statebus keygen"), for readers only: nova-scheduler, '
-             'cinder-scheduler, "mlaccel-statebus show". With it, a reader '
-             'accepts only reports signed with the key of the host they '
-             'name, HMAC-SHA256(secret, "mlaccel-host:" + host), and drops '
-             'unsigned or badly signed ones (logged). Without it, reports '
-             'are accepted unsigned and the reader logs once that they are '
-             'not authenticated. Never give this file to compute nodes. '
-             'The file must not be accessible to other users (mode 0600 '
-             'or 0640).'),
+             'cinder-scheduler, "mlaccel-statebus show". One key a line, '
+             '"KEY-ID SECRET", the current key first; a reader accepts '
+             'reports signed with any key of the file, so a second line '
+             'keeps the previous key valid while keys are rotated '
+             '("mlaccel-statebus rotate"). The file is read again when it '
+             'changes. A reader accepts only reports signed with the key '
+             'of the host they name, HMAC-SHA256(secret, "mlaccel-host:" + '
+             'host), each newer than the last one it accepted of that '
+             'host, and drops the others (logged). Without this file a '
+             'reader uses no reports at all (the scheduler then acts as '
+             'stock Nova) unless allow_unsigned_reports is set. Never give '
+             'this file to compute nodes. The file must not be accessible '
+             'to other users (mode 0600 or 0640).'),
     cfg.StrOpt(
         'host_key_file',
-        help='File holding this host\'s own report key (made by '
+        help='File holding this host\'s own report keys (made by '
              '"mlaccel-statebus derive --host HOST"), for publishers: the '
-             'compute node\'s agent. Reports are signed with it; a key '
-             'signs for its own host only. Without it, reports are '
-             'published unsigned, which readers holding a deployment key '
-             'reject. The file must not be accessible to other users.'),
+             'compute node\'s agent, cinder-volume. One key a line, '
+             '"KEY-ID HOST KEY"; a publisher signs with the first line '
+             'naming its host (cinder-volume: "host@backend"), and a key '
+             'signs for its own host only. Without it, nothing is published '
+             'unless allow_unsigned_reports is set. The file must not be '
+             'accessible to other users.'),
+    cfg.StrOpt(
+        'publisher_state_dir',
+        default='/var/lib/mlaccel/publisher',
+        help='Directory where a publisher keeps the high-water mark of the '
+             'sequence numbers it signs into its reports (one small file '
+             'per host and group, fsynced), so that a restarted publisher '
+             'goes on above every number it used. Created mode 0700 if '
+             'missing; it must be writable by the service that publishes '
+             '(give nova-compute\'s agent and cinder-volume directories of '
+             'their own). If it is lost, the numbers start again from the '
+             'clock, in milliseconds.'),
+    cfg.BoolOpt(
+        'allow_unsigned_reports',
+        default=False,
+        help='INSECURE, for test clouds only. Without a key file, a reader '
+             'normally uses no reports and a publisher publishes none. With '
+             'this option a reader without deployment_key_file accepts '
+             'every report unverified, so that any client of the bus can '
+             'speak for any host, and a publisher without host_key_file '
+             'publishes unsigned reports. Logged as a warning by every '
+             'service that uses it. It has no effect where a key file is '
+             'set: signatures are then always required.'),
     cfg.FloatOpt(
         'max_clock_skew',
         default=10.0,

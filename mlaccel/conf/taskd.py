@@ -14,7 +14,6 @@
 
 from oslo_config import cfg
 
-from mlaccel.tasks import clip
 
 GROUP = cfg.OptGroup(
     'mlaccel_taskd',
@@ -88,12 +87,13 @@ OPTS = [
         default=[],
         help='Modules to import before the daemon reports ready, as '
              '"package.module" or "package.module:function". Name lazily '
-             'imported modules explicitly: for the example task, "%s" '
-             '(the first optimizer step imports torch._dynamo, which costs '
-             'half of a cold start). A function after the colon is a '
-             'warm-up hook, called without arguments when warmup is on. '
-             'The daemon refuses to start, naming the module and the '
-             'error, when any preload fails.' % ','.join(clip.PRELOAD)),
+             'imported modules explicitly: for the example task, '
+             '"torch,torch._dynamo,mlaccel.tasks.clip:warm" '
+             '(mlaccel.tasks.clip.PRELOAD; the first optimizer step imports '
+             'torch._dynamo, which costs half of a cold start). A function '
+             'after the colon is a warm-up hook, called without arguments '
+             'when warmup is on. The daemon refuses to start, naming the '
+             'module and the error, when any preload fails.'),
     cfg.BoolOpt(
         'warmup',
         default=True,
@@ -209,12 +209,21 @@ OPTS = [
         'task_user',
         help='User that tasks run as. When the daemon runs as root, each '
              'task process and persistent worker drops to this user\'s uid, '
-             'gid and supplementary groups before it runs a task. The '
-             'daemon refuses to start when the user does not exist, or when '
-             'it runs as another, unprivileged user that cannot switch. '
-             'Unset: tasks run as the daemon\'s user (a warning is logged '
-             'when that is root). The systemd unit of the guest image runs '
-             'the daemon as its own unprivileged user.'),
+             'gid and supplementary groups before it runs a task, which '
+             'clears every capability: a task can then neither signal the '
+             'daemon nor read its token or change its files. The daemon '
+             'refuses to start when the user does not exist, when it runs '
+             'as another, unprivileged user that cannot switch, or when '
+             'the user may write to a directory the daemon imports Python '
+             'code from (or one above it, or the daemon\'s home while the '
+             'user site directory is on). Unset, or the daemon\'s own '
+             'user: tasks run as the daemon\'s user and a warning is '
+             'logged, for it lets a task kill or change the daemon and so '
+             'reach the tasks of a later holder of a pooled VM. The '
+             'systemd unit of the guest image runs the daemon as root, '
+             'started without the user site directory, with task_user '
+             '"mlaccel-task" set in its environment '
+             '(OS_MLACCEL_TASKD__TASK_USER).'),
     cfg.StrOpt(
         'log_dir',
         default='/var/log/mlaccel/tasks',

@@ -41,9 +41,9 @@ under ``observed``:
   (scheduling and creation take no time; buffering runs from the claim to
   the first step); ``None`` for a VM created fresh;
   ``poll_interval``: seconds between its status polls;
-- ``notified``: :meth:`mlaccel.launcher.events.InstanceEvents.times`, or
+- ``notified``: :meth:`mlaccel.nova.notifications.InstanceEvents.times`, or
   ``None`` without a notification listener;
-- ``nova``: :func:`mlaccel.launcher.actions.stage_times`, or ``None``;
+- ``nova``: :func:`mlaccel.nova.actions.stage_times`, or ``None``;
 - ``first_step_at``, ``started_at``, ``finished_at``: taskd's, in the guest.
 """
 
@@ -51,8 +51,8 @@ import json
 import os
 import tempfile
 
-from mlaccel.launcher import events as nova_events
 from mlaccel import lifecycle
+from mlaccel.nova import notifications as nova_events
 
 RECORD_VERSION = 2
 _USEC = nova_events.PRECISION

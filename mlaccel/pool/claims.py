@@ -23,9 +23,9 @@ the member before can no longer reach it. A member that fails the hand-over
 is deleted and its VM created fresh. With the state bus down nothing is
 claimed and every VM is created fresh.
 
-A pooled VM that fails its first submit is deleted and replaced by a fresh
-one (:meth:`Claimer.replace`). After the task, :meth:`Claimer.finish`
-returns each pooled member (with its
+A pooled VM that fails its first submit is deleted
+(:meth:`Claimer.discard`) and the launch creates a fresh one in its place.
+After the task, :meth:`Claimer.finish` returns each pooled member (with its
 current token) if the pool's reuse policy allows (fewer than ``max_tasks``
 tasks served, the task ended, no task process left), else deletes it; a
 member the launch never gave its task (the launch failed first) goes back
@@ -39,12 +39,11 @@ import time
 
 from oslo_log import log as logging
 
-from mlaccel.launcher import readiness
+from mlaccel.launcher import provisioner
 from mlaccel.pool import members as pool_members
 from mlaccel.pool import sizing
 from mlaccel.pool import spec as pool_spec
 from mlaccel.pool import store as pool_store
-from mlaccel import tls
 
 LOG = logging.getLogger(__name__)
 
@@ -55,12 +54,23 @@ CLAIM_GRACE = 300.0
 ARRIVALS_KEPT = 86400.0
 
 
-def project_of(conn):
-    """The project the connection acts in, or ``None`` if unknown."""
+def project_of(conn, configured=None):
+    """The project the connection acts in, or ``None`` if unknown.
+
+    ``configured`` (``[mlaccel_pool] project_id``) stands in for
+    credentials that name no project; credentials naming another project
+    make the project unknown.
+    """
     try:
-        return conn.current_project_id
+        current = conn.current_project_id
     except Exception:
+        current = None
+    if current and configured and current != configured:
+        LOG.error('The credentials act in project %s, not in the configured '
+                  '[mlaccel_pool] project_id %s: no pool is used', current,
+                  configured)
         return None
+    return current or configured or None
 
 
 class Claimer:
@@ -71,13 +81,20 @@ class Claimer:
     :param timeout: seconds a member's daemon has to take its new token; a
         daemon that hangs costs the launch at most this, then the VM is
         created fresh.
+    :param demand: a :class:`~mlaccel.pool.demand.DemandLog` that records
+        every launch's ask (pool or not) and the fresh overhead of the VMs
+        created for its misses, or ``None``.
     """
 
-    def __init__(self, store, conn, project_id=None, timeout=5.0):
+    def __init__(self, store, conn, project_id=None, timeout=5.0,
+                 demand=None):
         self.timeout = timeout
         self.store = store
         self.conn = conn
         self.project_id = project_id or project_of(conn)
+        self.demand = demand
+        self._asks = {}   # launch id -> its PoolSpec, until finish()
+        self._asks_lock = threading.Lock()
 
     def spec_for(self, launch, image_id, flavor_id, group_id):
         return pool_spec.PoolSpec(
@@ -87,16 +104,27 @@ class Claimer:
             boot_volume_gb=launch.servers.boot_volume_gb)
 
     def claim(self, launch, image_id, flavor_id, group_id):
-        """Give ``launch`` pooled members for as many VMs as possible.
+        """Claim pooled members for as many of ``launch``'s VMs as possible.
 
-        Sets ``pooled``, ``server_id``, ``token``, ``identity`` and
-        ``ready`` of the VMs that got one; returns how many did.
+        :returns: the handed-over members, a list of
+            :class:`~mlaccel.launcher.provisioner.ClaimedMember` (at most
+            one per VM) for :meth:`mlaccel.launcher.api.Launch.adopt`.
         """
-        key = self.spec_for(launch, image_id, flavor_id, group_id).key
+        if not self.project_id:
+            LOG.error('Launch %s claims no pool member: the project of its '
+                      'credentials is unknown (set [mlaccel_pool] '
+                      'project_id); creating every VM fresh',
+                      launch.launch_id)
+            return []
+        spec = self.spec_for(launch, image_id, flavor_id, group_id)
+        key, count = spec.key, len(launch.vms)
+        with self._asks_lock:
+            self._asks[launch.launch_id] = spec
         if not self.store.exists(key):
-            return 0
+            self._record(spec.project_id, 'record_ask', spec,
+                         count, 0)
+            return []
         now = time.time()
-        count = len(launch.vms)
         try:
             with self.store.transaction(key) as state:
                 stats = state['stats']
@@ -115,21 +143,38 @@ class Claimer:
         except pool_store.PoolUnavailable as exc:
             LOG.warning('Pool %s unavailable (%s); creating every VM fresh',
                         key, exc)
-            return 0
+            self._record(spec.project_id, 'record_ask', spec,
+                         count, 0)
+            return []
         with concurrent.futures.ThreadPoolExecutor(
                 max(1, min(len(taken), 16)),
                 thread_name_prefix='mlaccel-claim') as workers:
             handed = list(workers.map(self._hand_over, taken))
-        failed = [m for m, conn in zip(taken, handed) if conn is None]
+        unverified = [m for m, conn in zip(taken, handed)
+                      if conn is None and m.get('unverified')]
+        failed = [m for m, conn in zip(taken, handed)
+                  if conn is None and not m.get('unverified')]
         if failed:
             self._forget(key, failed)
-        got = [(m, conn) for m, conn in zip(taken, handed) if conn]
-        for vm, (member, conn) in zip(launch.vms, got):
-            self._assign(vm, member, conn, key,
-                         (image_id, flavor_id, group_id))
+        if unverified:
+            self._put_back(key, launch.launch_id, unverified)
+        got = [_claimed(key, m, conn)
+               for m, conn in zip(taken, handed) if conn]
         LOG.info('Launch %s: %d of %d VMs from warm pool %s',
                  launch.launch_id, len(got), count, key)
-        return len(got)
+        self._record(spec.project_id, 'record_ask', spec, count,
+                     len(got))
+        return got
+
+    def _record(self, project_id, method, *args):
+        """Record demand by the log's ``method``; a failure costs a warning."""
+        if self.demand is None:
+            return
+        try:
+            getattr(self.demand, method)(*args)
+        except (pool_store.PoolUnavailable, OSError, ValueError) as exc:
+            LOG.warning('Demand of project %s not recorded: %s', project_id,
+                        exc)
 
     def _hand_over(self, member):
         """Give the member's daemon a fresh token; ``None`` on failure.
@@ -140,7 +185,8 @@ class Claimer:
         The server must also be one this project sees, ACTIVE: a member is
         only ever claimed by its own project. Nova is asked while the token
         changes (both take a round trip); a member failing either check is
-        not used, and deleted.
+        not used, and deleted, but one whose project Nova does not name is
+        only not used: it goes back to the pool (``unverified``).
         """
         checked = threading.Thread(target=self._check_server,
                                    args=(member,), daemon=True,
@@ -152,6 +198,12 @@ class Claimer:
         except Exception as exc:
             member['problem'] = 'its daemon: %s' % exc
         checked.join()
+        if member.get('unverified'):
+            conn.close()
+            member['token'] = conn.token
+            LOG.error('Pool member %s is not used: %s; it stays in its pool',
+                      member['server_id'], member['unverified'])
+            return None
         if member.get('problem'):
             conn.close()
             LOG.warning('Pool member %s could not be handed over (%s); '
@@ -165,11 +217,31 @@ class Claimer:
             server = self.conn.compute.get_server(member['server_id'])
             if server.status != 'ACTIVE':
                 raise ValueError('server is %s' % server.status)
-            if self.project_id and server.project_id and \
-                    server.project_id != self.project_id:
-                raise ValueError('server belongs to another project')
         except Exception as exc:
             member['problem'] = 'Nova: %s' % exc
+            return
+        if not server.project_id:
+            member['unverified'] = 'Nova does not say whose server it is'
+        elif server.project_id != self.project_id:
+            member['problem'] = 'Nova: server belongs to another project'
+
+    def _put_back(self, key, launch_id, members):
+        """Return claimed, unused members to idle, with their tokens now."""
+        now = time.time()
+        try:
+            with self.store.transaction(key) as state:
+                for seen in members:
+                    member = state['members'].get(seen['server_id'])
+                    if member is None or member['holder'] != launch_id:
+                        continue
+                    member.update(state=pool_store.IDLE, token=seen['token'],
+                                  holder=None, claimed_at=None,
+                                  claim_deadline=None, idle_since=now)
+                    state['stats']['claimed'] -= 1
+        except pool_store.PoolUnavailable as exc:
+            LOG.warning('Pool %s unavailable (%s); its manager ends the '
+                        'claim of %d unused member(s) when it expires', key,
+                        exc, len(members))
 
     def _forget(self, key, failed, served=0):
         """Delete members and drop them from the pool's state."""
@@ -185,80 +257,38 @@ class Claimer:
             LOG.warning('Pool %s unavailable (%s); its manager drops the '
                         'deleted members when it reconciles', key, exc)
 
-    def replace(self, launch, vm):
-        """A pooled VM failed its first submit: delete it, run fresh.
+    def discard(self, member):
+        """A claimed member failed its first submit: delete it.
 
-        The member is deleted and dropped from its pool; in its place the
-        launch creates a fresh VM (the launch's own user-data and fresh
-        credentials), waits for its readiness and submits the task there.
-        Returns the task's id; raises if the fresh VM fails too.
+        The member (a :class:`~mlaccel.launcher.provisioner.ClaimedMember`)
+        is deleted and dropped from its pool; the launch creates a fresh VM
+        in its place.
         """
-        from mlaccel.launcher import api
-        pooled = vm.pooled
         LOG.warning('Pool member %s failed its first submit; deleting it '
-                    'and creating a fresh VM in its place',
-                    pooled['server_id'])
-        self._forget(pooled['pool'], [{'server_id': pooled['server_id']}])
-        fresh = api._VM(vm.index, launch.servers.name(vm.index),
-                        readiness.new_key())
-        with launch._cond:
-            vm.__dict__.update(fresh.__dict__)
-            launch._by_key[vm.key] = vm
-        launch.listener.expect(vm.key, launch._on_ready, vm.token)
-        vm.requested = time.time()
-        image_id, flavor_id, group_id = pooled['ids']
-        server = launch.servers.create(
-            vm.index, image_id, flavor_id, networks=launch.network,
-            user_data=launch._user_data(vm), group_id=group_id)
-        with launch._cond:
-            vm.server_id = server.id
-            launch._cond.notify_all()
-            launch._cond.wait_for(
-                lambda: vm.ready is not None or vm.status == 'ERROR'
-                or launch._failure is not None, launch._remaining())
-            if vm.ready is None:
-                raise api.LaunchError(
-                    'the fresh VM %s replacing a pool member did not '
-                    'become ready (%s)' % (vm.name, vm.status))
-        return launch._client(vm).submit(launch.spec.task)
-
-    @staticmethod
-    def _assign(vm, member, conn, key, ids):
-        claimed = member['claimed_at']
-        token = conn.token
-        vm.pooled = {'pool': key, 'server_id': member['server_id'],
-                     'ids': ids, 'client': conn,
-                     'name': member['name'], 'claimed_at': claimed,
-                     'tasks_before': member['tasks']}
-        vm.server_id = member['server_id']
-        vm.status = 'ACTIVE'
-        # The record's clock starts at the claim: a pooled VM's scheduling
-        # and creation take no time, its buffering runs from the claim to
-        # the task's first step.
-        vm.requested = vm.active_seen = claimed
-        vm.token = token
-        # Only the certificate is known (and pinned): the key stays in
-        # the member.
-        vm.identity = tls.Identity(member['cert_pem'], None)
-        vm.ready = readiness.Readiness(
-            key=vm.key, address=member['address'],
-            ready_at=member['ready_at'], received_at=claimed,
-            peer='pool', preloaded=tuple(member.get('preloaded') or ()),
-            pid=member.get('pid'))
+                    'and creating a fresh VM in its place', member.server_id)
+        self._forget(member.pool, [{'server_id': member.server_id}])
 
     def finish(self, launch):
         """Return or delete the launch's pooled members.
 
         :returns: ``{'returned': [ids], 'retired': [ids]}``.
         """
+        with self._asks_lock:
+            spec = self._asks.pop(launch.launch_id, None)
+        fresh = [vm.ready.received_at - vm.requested for vm in launch.vms
+                 if not vm.pooled and vm.ready is not None
+                 and vm.requested is not None]
+        if spec is not None and fresh:
+            self._record(spec.project_id, 'record_fresh', spec,
+                         fresh)
         pooled = [vm for vm in launch.vms if vm.pooled]
         if not pooled:
             return {}
         for vm in pooled:
-            held = vm.pooled.pop('client', None)
+            held = vm.take_handover()
             if held is not None:
                 held.close()
-        key = pooled[0].pooled['pool']
+        key = pooled[0].pooled.pool
         try:
             max_tasks = self.store.read(key)['max_tasks']
         except Exception:
@@ -290,7 +320,7 @@ class Claimer:
         ran = vm.task_id is not None
         if ran and vm.task is None:
             return 'its task did not end'
-        tasks = vm.pooled['tasks_before'] + ran
+        tasks = vm.pooled.tasks_before + ran
         if tasks >= max_tasks:
             return 'served %d tasks (at most %d)' % (tasks, max_tasks)
         return pool_members.idle_health(
@@ -313,3 +343,14 @@ class Claimer:
                 state['stats']['tasks_served'] += ran
                 returned.append(vm.server_id)
         return returned
+
+
+def _claimed(key, member, conn):
+    """The member of pool ``key`` as handed over through ``conn``."""
+    return provisioner.ClaimedMember(
+        pool=key, server_id=member['server_id'], name=member['name'],
+        token=conn.token, cert_pem=member['cert_pem'],
+        address=member['address'], ready_at=member['ready_at'],
+        claimed_at=member['claimed_at'], tasks_before=member['tasks'],
+        preloaded=tuple(member.get('preloaded') or ()),
+        pid=member.get('pid'), client=conn)

@@ -10,87 +10,29 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""``mlaccel pool ...`` and ``mlaccel-pool-manager``.
+"""What the pool's commands and their users share.
 
-``mlaccel pool create`` makes a pool of the current project (names are
-resolved to ids), ``list`` shows every pool with its size, bounds and
-costs, ``members`` one pool's members (never their tokens), ``set``
-changes bounds and reuse, ``delete`` removes an empty pool.
-``mlaccel-pool-manager`` runs the manager (:mod:`mlaccel.pool.manager`)
-until SIGTERM or SIGINT. Exit status 2 for bad usage, 1 for a failure.
+:func:`configure` loads a pool configuration, :func:`open_store` opens the
+pools' store, :func:`claimer` makes the launcher's claimer and
+:func:`summary` sums up a pool. The commands themselves are
+:mod:`mlaccel.cmd.pool` (``mlaccel pool ...``) and
+:mod:`mlaccel.cmd.pool_manager` (``mlaccel-pool-manager``).
 """
 
-import argparse
 import os
-import signal
-import sys
 import time
 
-import openstack
 from oslo_config import cfg
 from oslo_log import log as logging
-from oslo_utils import uuidutils
 
 from mlaccel import conf as mlaccel_conf
 from mlaccel.pool import claims
+from mlaccel.pool import demand
 from mlaccel.pool import manager as pool_manager
 from mlaccel.pool import sizing
-from mlaccel.pool import spec as pool_spec
 from mlaccel.pool import store as pool_store
 
 LOG = logging.getLogger(__name__)
-
-
-def _count(text):
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError('expected an integer >= 0, got %r'
-                                         % text)
-    return int(text)
-
-
-def _common(parser):
-    parser.add_argument('--cloud', help='cloud name in clouds.yaml')
-    parser.add_argument('--config-file', action='append', default=[],
-                        help='oslo.config file ([mlaccel_pool], '
-                             '[mlaccel_statebus], [mlaccel_launcher])')
-    parser.add_argument('--debug', action='store_true')
-
-
-def build_parser():
-    parser = argparse.ArgumentParser(
-        prog='mlaccel pool', description='Warm pools of task VMs.')
-    sub = parser.add_subparsers(dest='command', required=True)
-    create = sub.add_parser('create', help='create a pool')
-    create.add_argument('--image', required=True)
-    create.add_argument('--flavor', required=True)
-    create.add_argument('--network', default='none',
-                        help='"none", "auto" or a network name or id')
-    create.add_argument('--server-group')
-    create.add_argument('--preload', help='comma-separated modules '
-                        '(default: [mlaccel_launcher] preload)')
-    create.add_argument('--taskd-port', type=_count)
-    create.add_argument('--boot-volume-gb', type=_count,
-                        help='members boot from a volume of this many GiB '
-                             'made from the image (default: image-backed)')
-    create.add_argument('--min', type=_count, default=0, dest='min_size')
-    create.add_argument('--max', type=_count, required=True,
-                        dest='max_size')
-    create.add_argument('--max-tasks', type=_count,
-                        help='tasks a member serves at most (default: '
-                             '[mlaccel_pool] max_tasks)')
-    sub.add_parser('list', help='pools, sizes and costs')
-    members = sub.add_parser('members', help='members of one pool')
-    members.add_argument('key')
-    setter = sub.add_parser('set', help='change bounds or reuse')
-    setter.add_argument('key')
-    setter.add_argument('--min', type=_count, dest='min_size')
-    setter.add_argument('--max', type=_count, dest='max_size')
-    setter.add_argument('--max-tasks', type=_count)
-    delete = sub.add_parser('delete', help='delete an empty pool')
-    delete.add_argument('key')
-    for each in (create, sub.choices['list'], members, setter, delete):
-        _common(each)
-    return parser
 
 
 def configure(config_files, debug=False, name='mlaccel-pool'):
@@ -103,7 +45,11 @@ def configure(config_files, debug=False, name='mlaccel-pool'):
     for module in (mlaccel_conf.pool, mlaccel_conf.launcher):
         for opt in module.OPTS:
             getattr(getattr(conf, module.GROUP.name), opt.dest)
-    conf.set_override('debug', debug)
+    if debug:
+        conf.set_override('debug', True)
+    else:
+        # The file's debug counts and is reloaded on SIGHUP.
+        conf.clear_override('debug')
     logging.setup(conf, name)
     return conf
 
@@ -118,43 +64,18 @@ def open_store(conf, locks=None):
 def claimer(conf, conn):
     """The launcher's :class:`~mlaccel.pool.claims.Claimer` or ``None``.
 
-    ``None`` when claiming is off or no pool was ever made.
+    ``None`` when claiming is off or the cloud keeps no pools (no
+    ``state_dir``). Otherwise the claimer records every launch's demand,
+    whether a pool exists for its key yet or not.
     """
     group = conf.mlaccel_pool
-    store = open_store(conf)
-    if not group.claim or not store.keys():
+    if not group.claim or not os.path.isdir(group.state_dir):
         return None
-    return claims.Claimer(store, conn, timeout=group.health_timeout)
-
-
-def _create(conf, conn, store, args):
-    # As "mlaccel launch" resolves them, so that its launches find the pool.
-    from mlaccel.cmd import launch as launch_cmd
-    image = args.image
-    if not uuidutils.is_uuid_like(image):
-        image = conn.image.find_image(image, ignore_missing=False).id
-    flavor = conn.compute.find_flavor(args.flavor, ignore_missing=False).id
-    group = None
-    if args.server_group:
-        group = conn.compute.find_server_group(args.server_group,
-                                               ignore_missing=False).id
-    launcher = conf.mlaccel_launcher
-    preload = launcher.preload if args.preload is None else [
-        m.strip() for m in args.preload.split(',') if m.strip()]
-    spec = pool_spec.PoolSpec(
-        claims.project_of(conn), image, flavor, preload=preload,
-        server_group_id=group,
-        network=launch_cmd._networks(conn, args.network),
-        taskd_port=args.taskd_port or launcher.taskd_port,
-        boot_volume_gb=args.boot_volume_gb)
-    state = pool_store.new_state(
-        spec, args.min_size, args.max_size,
-        args.max_tasks or conf.mlaccel_pool.max_tasks)
-    if store.exists(spec.key):
-        raise ValueError('a pool with this spec exists: %s' % spec.key)
-    with store.transaction(spec.key, create=state):
-        pass
-    print(spec.key)
+    store = open_store(conf)
+    return claims.Claimer(store, conn,
+                          project_id=claims.project_of(conn, group.project_id),
+                          timeout=group.health_timeout,
+                          demand=demand.DemandLog.from_conf(store, conf))
 
 
 def summary(state, group, now=None):
@@ -165,7 +86,9 @@ def summary(state, group, now=None):
     idle_s = stats['idle_vm_s'] + sum(now - m['idle_since'] for m in idle
                                       if m['idle_since'] is not None)
     served = stats['tasks_served']
+    member_s = idle_s + stats.get('build_vm_s', 0.0)
     return {'key': state['key'], 'image': state['spec']['image_id'],
+            'origin': state.get('origin', 'operator'),
             'flavor': state['spec']['flavor_id'],
             'min': state['bounds']['min'], 'max': state['bounds']['max'],
             'max_tasks': state['max_tasks'], 'idle': len(idle),
@@ -176,103 +99,7 @@ def summary(state, group, now=None):
             'lead_time_s': stats['lead_time_s'],
             'idle_vm_s': idle_s, 'tasks_served': served,
             'idle_vm_s_per_task': idle_s / served if served else None,
+            'member_vm_s': member_s,
+            'member_vm_s_per_task': member_s / served if served else None,
             'create_failures': stats['create_failures'],
             'paused_s': pool_manager.paused(stats, now) or None}
-
-
-def _table(rows, columns):
-    def cell(value):
-        if isinstance(value, float):
-            return '%.1f' % value
-        return '-' if value is None else str(value)
-    cells = [[cell(row[c]) for c in columns] for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells])
-              for i, c in enumerate(columns)]
-    for line in [list(columns)] + cells:
-        print('  '.join(v.ljust(w) for v, w in zip(line, widths)).rstrip())
-
-
-def _list(conf, store):
-    _table([summary(store.read(key), conf.mlaccel_pool)
-            for key in store.keys()],
-           ('key', 'image', 'flavor', 'min', 'max', 'idle', 'claimed',
-            'target', 'idle_vm_s', 'tasks_served', 'idle_vm_s_per_task',
-            'create_failures', 'paused_s'))
-
-
-def _members(store, key):
-    now = time.time()
-    rows = [dict(m, idle_s=None if m['idle_since'] is None
-                 else now - m['idle_since'])
-            for m in pool_store.members(store.read(key))]
-    _table(rows, ('server_id', 'name', 'state', 'tasks', 'idle_s',
-                  'holder'))
-
-
-def _set(store, args):
-    with store.transaction(args.key) as state:
-        bounds = state['bounds']
-        min_size = bounds['min'] if args.min_size is None else args.min_size
-        max_size = bounds['max'] if args.max_size is None else args.max_size
-        max_tasks = state['max_tasks'] if args.max_tasks is None \
-            else args.max_tasks
-        pool_store.check_bounds(min_size, max_size, max_tasks)
-        state['bounds'] = {'min': min_size, 'max': max_size}
-        state['max_tasks'] = max_tasks
-
-
-def main(argv=None):
-    args = build_parser().parse_args(argv)
-    try:
-        conf = configure(args.config_file, args.debug)
-    except (cfg.Error, ValueError) as exc:
-        sys.stderr.write('mlaccel pool: %s\n' % exc)
-        return 2
-    store = open_store(conf)
-    try:
-        if args.command == 'create':
-            _create(conf, openstack.connect(cloud=args.cloud), store, args)
-        elif args.command == 'list':
-            _list(conf, store)
-        elif args.command == 'members':
-            _members(store, args.key)
-        elif args.command == 'set':
-            _set(store, args)
-        else:
-            store.delete(args.key)
-    except (ValueError, pool_store.NoSuchPool) as exc:
-        sys.stderr.write('mlaccel pool: %s\n' % exc)
-        return 2
-    except Exception as exc:
-        sys.stderr.write('mlaccel pool: %s\n' % exc)
-        return 1
-    finally:
-        store.lock.stop()
-    return 0
-
-
-def manager_main(argv=None):
-    """Console script ``mlaccel-pool-manager``."""
-    parser = argparse.ArgumentParser(
-        prog='mlaccel-pool-manager',
-        description='Keep the warm pools filled, healthy and sized; only '
-                    'the leader among several managers acts.')
-    _common(parser)
-    args = parser.parse_args(argv)
-    try:
-        conf = configure(args.config_file, args.debug,
-                         'mlaccel-pool-manager')
-    except (cfg.Error, ValueError) as exc:
-        sys.stderr.write('mlaccel-pool-manager: %s\n' % exc)
-        return 2
-    locks = pool_store.BusLocks(conf)
-    manager = pool_manager.PoolManager(
-        openstack.connect(cloud=args.cloud), open_store(conf, locks), conf,
-        leader_lock=locks)
-    signal.signal(signal.SIGTERM, lambda *_: manager.stop())
-    signal.signal(signal.SIGINT, lambda *_: manager.stop())
-    try:
-        manager.run()
-    finally:
-        locks.stop()
-    return 0

@@ -13,8 +13,11 @@
 """The pool manager: keeps every pool warm, sized, healthy and accounted.
 
 Several managers may run; only the one holding the leader lock on the state
-bus acts (the lock is released when its holder dies or loses the bus). Each
-round, for each pool in the store:
+bus acts (the lock is released when its holder dies or loses the bus). A
+manager tends only the pools of the project its credentials act in
+(:func:`mlaccel.pool.claims.project_of`): a pool of another project, or
+every pool while that project is unknown, is skipped with an error. Each
+round, for each pool of its project in the store:
 
 1. **Reconcile** with Nova. A member the store knows but Nova does not list
    (deleted, or ERROR) is dropped; a server named as a member of the pool
@@ -40,7 +43,10 @@ import time
 
 from oslo_log import log as logging
 
-from mlaccel.launcher import readiness
+from mlaccel.launcher import ready_listener
+from mlaccel import periodic
+from mlaccel.pool import claims
+from mlaccel.pool import learning
 from mlaccel.pool import members as pool_members
 from mlaccel.pool import sizing
 from mlaccel.pool import store as pool_store
@@ -52,14 +58,24 @@ GONE = ('DELETED', 'SOFT_DELETED', 'ERROR')
 
 
 def target(state, group, now):
-    """The number of idle members the pool should hold now."""
+    """The number of idle members the pool should hold now.
+
+    A learned pool holds what the last allocation granted it
+    (:mod:`mlaccel.pool.learning`); an operator's, Little's law's size.
+    """
     stats = state['stats']
-    rate = sizing.arrival_rate(stats['arrivals'], now, group.arrival_window)
-    lead = stats['lead_time_s']
-    if lead is None:
-        lead = group.default_lead_time
-    size = sizing.target_size(rate, lead, group.margin,
-                              state['bounds']['min'], state['bounds']['max'])
+    if learning.is_learned(state):
+        size = max(0, min(state.get('learned_target', 0),
+                          state['bounds']['max']))
+    else:
+        rate = sizing.arrival_rate(stats['arrivals'], now,
+                                   group.arrival_window)
+        lead = stats['lead_time_s']
+        if lead is None:
+            lead = group.default_lead_time
+        size = sizing.target_size(rate, lead, group.margin,
+                                  state['bounds']['min'],
+                                  state['bounds']['max'])
     if paused(stats, now):
         size = min(size, len(_idle(state)))
     return size
@@ -91,15 +107,24 @@ def _idle(state):
 class PoolManager:
     """Tends the pools of ``store`` with the project connection ``conn``.
 
+    :param project_id: the project of ``conn``; by default the one its
+        credentials name, or ``[mlaccel_pool] project_id`` for credentials
+        that name none.
     :param leader_lock: ``callable(name) -> lock`` (a
         :class:`~mlaccel.pool.store.BusLocks`); ``None`` acts always.
+    :param image_visible: ``callable(image_id) -> bool``, whether the
+        project can boot an image, for learned pools; by default Glance is
+        asked with ``conn``.
     :param launch_options: ``mlaccel_launcher`` options for the members'
         launches (``listen_host``, ``callback_host``...).
     """
 
     def __init__(self, conn, store, conf, leader_lock=None, listener=None,
-                 **launch_options):
+                 project_id=None, image_visible=None, **launch_options):
         self.conn = conn
+        self.project_id = project_id
+        # Keys of the pools skipped, and why: each is logged once.
+        self._skipped = {}
         self.store = store
         self.conf = conf
         self.group = conf.mlaccel_pool
@@ -109,6 +134,8 @@ class PoolManager:
         self._own_listener = listener is None
         self.listener = listener
         self.stop_event = threading.Event()
+        self._learner = None
+        self._visible = image_visible or self._image_visible
 
     # -- leadership ------------------------------------------------------
 
@@ -144,7 +171,7 @@ class PoolManager:
     def _listener(self):
         if self.listener is None:
             opts = self.conf.mlaccel_launcher
-            self.listener = readiness.ReadinessListener(
+            self.listener = ready_listener.ReadinessListener(
                 self.launch_options.get('listen_host', opts.listen_host),
                 self.launch_options.get('listen_port', opts.listen_port),
                 self.launch_options.get('callback_host', opts.callback_host),
@@ -154,11 +181,11 @@ class PoolManager:
 
     def run(self):
         """Tend the pools every ``interval`` seconds until :meth:`stop`."""
+        loop = periodic.Periodic(
+            'mlaccel-pool-manager', lambda: self.group.interval, self._round,
+            stop_event=self.stop_event)
         try:
-            while not self.stop_event.is_set():
-                if self.is_leader():
-                    self.run_once()
-                self.stop_event.wait(self.group.interval)
+            loop.run()
         finally:
             self.resign()
             if self._own_listener and self.listener is not None:
@@ -167,8 +194,25 @@ class PoolManager:
     def stop(self):
         self.stop_event.set()
 
+    def _round(self):
+        if self.is_leader():
+            self.run_once()
+
     def run_once(self):
-        """One round over every pool; a failing pool does not stop others."""
+        """One round over every pool; a failing pool does not stop others.
+
+        With ``[mlaccel_pool] learn``, the learned pools are planned first
+        (made, given their targets, retired).
+        """
+        if self.group.learn:
+            try:
+                # Launchers record demand only into a store that exists.
+                self.store.ensure()
+                self.learner().plan()
+            except pool_store.PoolUnavailable as exc:
+                LOG.warning('Learned pools not planned this round: %s', exc)
+            except Exception:
+                LOG.exception('Planning the learned pools failed')
         for key in self.store.keys():
             if self.stop_event.is_set():
                 return
@@ -180,9 +224,51 @@ class PoolManager:
                 LOG.exception('Tending pool %s failed', key)
 
     def tend(self, key):
+        """Reconcile, check and size pool ``key``; False if not ours."""
+        why = self._not_ours(key)
+        if why is not None:
+            if self._skipped.get(key) != why:
+                LOG.error('Pool %s is not tended: %s', key, why)
+            self._skipped[key] = why
+            return False
+        self._skipped.pop(key, None)
         self.reconcile(key)
         self.check(key)
         self.resize(key)
+        return True
+
+    def learner(self):
+        """The :class:`~mlaccel.pool.learning.Learner` of this project."""
+        project = self.project_id or claims.project_of(
+            self.conn, self.group.project_id)
+        if not project:
+            raise pool_store.PoolUnavailable(
+                'the project of the manager\'s credentials is unknown')
+        if self._learner is None or self._learner.project_id != project:
+            self._learner = learning.Learner(self.store, self.conf, project,
+                                             self._visible)
+        return self._learner
+
+    def _image_visible(self, image_id):
+        """Whether this project can boot ``image_id`` (Glance shows it)."""
+        try:
+            return self.conn.image.find_image(
+                image_id, ignore_missing=True) is not None
+        except Exception as exc:
+            LOG.warning('Cannot check image %s in Glance: %s', image_id, exc)
+            return False
+
+    def _not_ours(self, key):
+        """Why pool ``key`` is not this manager's to tend, or ``None``."""
+        project = self.project_id or claims.project_of(
+            self.conn, self.group.project_id)
+        if not project:
+            return ('the project of the manager\'s credentials is unknown '
+                    '(set [mlaccel_pool] project_id)')
+        owner = pool_store.spec_of(self.store.read(key)).project_id
+        if owner != project:
+            return 'it belongs to project %s, not to %s' % (owner, project)
+        return None
 
     # -- reconcile -------------------------------------------------------
 
@@ -313,8 +399,11 @@ class PoolManager:
                         state['bounds']['max']:
                     extra.append(member['server_id'])  # bounds lowered
                     continue
+                lead = member.pop('lead_time_s')
                 stats['lead_time_s'] = sizing.lead_time(
-                    stats['lead_time_s'], member.pop('lead_time_s'))
+                    stats['lead_time_s'], lead)
+                # Its VM-seconds before it was warm: build, boot, preload.
+                stats['build_vm_s'] = stats.get('build_vm_s', 0.0) + lead
                 state['members'][member['server_id']] = member
                 stats['created'] += 1
             if failed:

@@ -13,27 +13,21 @@
 """Pool members: made through the launcher's own path, checked, deleted.
 
 A member is an ordinary server of the project, created the way
-``mlaccel launch`` creates a task's VM (:class:`mlaccel.launcher.api.Launch`:
-the same user-data, a token and TLS identity of its own, the signed
-readiness push), but kept after its daemon is warm. Its name,
-``mlaccel_pool_<pool key>-<launch id>-0``, tags it as a member of that pool;
-nothing secret is in its name or metadata.
+``mlaccel launch`` creates a task's VM (by a
+:class:`mlaccel.launcher.provisioner.Provisioner`: the same user-data, a
+token and TLS identity of its own, the signed readiness push), but kept
+after its daemon is warm. Its name, ``mlaccel_pool_<pool key>-<launch
+id>-0``, tags it as a member of that pool; nothing secret is in its name or
+metadata.
 """
-
-import threading
-import time
 
 from oslo_log import log as logging
 
-from mlaccel.launcher import api
+from mlaccel.launcher import provisioner
 from mlaccel.pool import store as pool_store
 from mlaccel.taskd import client
-from mlaccel.taskd import protocol
 
 LOG = logging.getLogger(__name__)
-
-#: The task a member's launch would run; a member never runs it.
-_NO_TASK = protocol.TaskSpec('clip')
 
 
 def name_prefix(key):
@@ -51,39 +45,26 @@ def build(conn, spec, *, listener, conf=None, timeout=600.0, **options):
 
     Returns the member's record (see :mod:`mlaccel.pool.store`) with its
     ``lead_time_s`` (create request to readiness). Raises
-    :class:`mlaccel.launcher.api.LaunchError` (or the cloud's error) after
-    deleting whatever it created.
+    :class:`mlaccel.launcher.provisioner.LaunchError` (or the cloud's
+    error) after deleting whatever it created.
     """
-    launch = api.Launch(
-        conn, api.LaunchSpec(spec.image_id, spec.flavor_id, 1, _NO_TASK,
-                             network=spec.networks,
-                             server_group=spec.server_group_id,
-                             timeout=timeout),
-        listener=listener, conf=conf, name_prefix=name_prefix(spec.key),
-        preload=list(spec.preload), taskd_port=spec.taskd_port, **options)
-    launch.servers.boot_volume_gb = spec.boot_volume_gb
-    # The launch's own steps up to "every daemon ready"; no task follows.
-    launch._deadline = time.monotonic() + timeout
-    poller = threading.Thread(target=launch._poll, daemon=True,
-                              name='mlaccel-pool-poll')
+    made = provisioner.Provisioner(
+        conn, 1, timeout=timeout, network=spec.networks, listener=listener,
+        conf=conf, boot_volume_gb=spec.boot_volume_gb,
+        name_prefix=name_prefix(spec.key), preload=list(spec.preload),
+        taskd_port=spec.taskd_port, **options)
     try:
-        poller.start()
-        launch._create_all(spec.image_id, spec.flavor_id,
-                           spec.server_group_id)
-        launch._wait_for(lambda vm: vm.ready is not None, 'ready')
+        made.start()
+        made.create(spec.image_id, spec.flavor_id, spec.server_group_id)
+        made.wait_ready()
     except BaseException:
-        launch._stop_polling.set()
-        for vm in launch.vms:
-            listener.forget(vm.key)
-        launch.servers.delete_all(timeout=launch.opts['delete_timeout'],
-                                  interval=launch.opts['poll_interval'])
+        made.close()
         raise
-    launch._stop_polling.set()
-    vm = launch.vms[0]
-    listener.forget(vm.key)
+    made.close(delete=False)
+    vm = made.vms[0]
     ready = vm.ready
     return {'server_id': vm.server_id, 'name': vm.name,
-            'launch_id': launch.launch_id, 'token': vm.token,
+            'launch_id': made.launch_id, 'token': vm.token,
             'cert_pem': vm.identity.cert_pem, 'address': ready.address,
             'preloaded': list(ready.preloaded), 'pid': ready.pid,
             'state': pool_store.IDLE, 'requested_at': vm.requested,

@@ -114,7 +114,12 @@ class PoolStore:
         self.lock = lock
         self.lock_timeout = lock_timeout
 
-    def _ensure_dir(self):
+    def ensure(self):
+        """Make the store's private directory if it is missing.
+
+        Launchers record demand only into a store that exists
+        (:func:`mlaccel.pool.cli.claimer`).
+        """
         os.makedirs(self.directory, mode=0o700, exist_ok=True)
         mode = os.stat(self.directory).st_mode
         if stat.S_IMODE(mode) & 0o077:
@@ -123,10 +128,10 @@ class PoolStore:
                 'and must be private (0700)'
                 % (self.directory, stat.S_IMODE(mode)))
 
-    def _path(self, key):
+    def _path(self, key, suffix=_SUFFIX):
         if not key.isalnum():
             raise ValueError('bad pool key %r' % key)
-        return os.path.join(self.directory, key + _SUFFIX)
+        return os.path.join(self.directory, key + suffix)
 
     def keys(self):
         try:
@@ -136,10 +141,10 @@ class PoolStore:
         return sorted(n[:-len(_SUFFIX)] for n in names
                       if n.endswith(_SUFFIX) and n[:-len(_SUFFIX)].isalnum())
 
-    def read(self, key):
+    def read(self, key, suffix=_SUFFIX):
         """The pool's state as last written (no lock: for display)."""
         try:
-            with open(self._path(key)) as stream:
+            with open(self._path(key, suffix)) as stream:
                 return json.load(stream)
         except FileNotFoundError:
             raise NoSuchPool(key)
@@ -147,15 +152,15 @@ class PoolStore:
     def exists(self, key):
         return os.path.exists(self._path(key))
 
-    def _write(self, key, state):
-        self._ensure_dir()
+    def _write(self, key, state, suffix=_SUFFIX):
+        self.ensure()
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix='.tmp-')
         try:
             with os.fdopen(fd, 'w') as stream:
                 json.dump(state, stream, sort_keys=True)
                 stream.flush()
                 os.fsync(stream.fileno())
-            os.replace(tmp, self._path(key))
+            os.replace(tmp, self._path(key, suffix))
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
@@ -201,21 +206,25 @@ class PoolStore:
         return outcome
 
     @contextlib.contextmanager
-    def transaction(self, key, create=None):
+    def transaction(self, key, create=None, suffix=_SUFFIX):
         """Hold the pool's lock; yield its state; write it back at the end.
 
         ``create`` is the state to start from if the pool does not exist
         (else :class:`NoSuchPool`). An exception inside writes nothing.
+        ``suffix`` names another kind of document kept the same way beside
+        the pools (see :mod:`mlaccel.pool.demand`); only ``.json`` files
+        are pools.
         """
-        with self._locked(key):
+        # A pool's lock is named by its key alone, as ever.
+        with self._locked(key if suffix == _SUFFIX else key + suffix):
             try:
-                state = self.read(key)
+                state = self.read(key, suffix)
             except NoSuchPool:
                 if create is None:
                     raise
                 state = create
             yield state
-            self._write(key, state)
+            self._write(key, state, suffix)
 
     def delete(self, key):
         """Remove an empty pool's file."""

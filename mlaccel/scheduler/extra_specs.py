@@ -47,11 +47,11 @@ EXTRA_SPEC_VALIDATORS = [
     base.ExtraSpecValidator(
         name=WARM_START,
         description=(
-            'Whether the task can start in a warm mlaccel task-daemon slot. '
-            'Host reports no longer say where one waits (warm pools hand '
-            'theirs out without the scheduler), so it changes no placement '
-            'today; accepted so that existing flavors stay valid. Defaults '
-            'to true.'),
+            'Deprecated and ignored: host reports do not say where a warm '
+            'task daemon waits (warm pools hand theirs out without the '
+            'scheduler). Still accepted, so that existing flavors stay '
+            'valid.'),
+        deprecated=True,
         value={'type': bool},
     ),
 ]
@@ -63,7 +63,6 @@ class Policy:
 
     image_locality: bool = True
     build_slots: bool = True
-    warm_start: bool = True
 
 
 DEFAULT_POLICY = Policy()
@@ -86,7 +85,6 @@ def policy(spec_obj):
     return Policy(
         image_locality=_bool(specs.get(IMAGE_LOCALITY), True),
         build_slots=specs.get(BUILD_SLOTS, 'enforce') != 'ignore',
-        warm_start=_bool(specs.get(WARM_START), True),
     )
 
 

@@ -33,14 +33,14 @@ import threading
 from mlaccel import conf as mlaccel_conf
 from mlaccel import costmodel
 from mlaccel.scheduler import extra_specs
-from mlaccel.statebus import reader
+from mlaccel.scheduler import hostview
 
 
 class RequestView:
     """One request as the mlaccel plugins see it.
 
     :ivar spec: the RequestSpec the view was made from.
-    :ivar reports: a :class:`~mlaccel.statebus.reader.Snapshot` of the host
+    :ivar reports: a :class:`~mlaccel.scheduler.hostview.Snapshot` of the host
         reports; ``reports.get(host)`` is O(1) and ``None`` for a host with
         no fresh report.
     :ivar policy: the flavor's :class:`~mlaccel.scheduler.extra_specs.Policy`.
@@ -54,7 +54,7 @@ class RequestView:
     def __init__(self, spec_obj, conf=None):
         conf = conf or mlaccel_conf.CONF
         self.spec = spec_obj
-        self.reports = reader.get_cache(conf).snapshot()
+        self.reports = hostview.get_cache(conf).snapshot()
         self.policy = extra_specs.policy(spec_obj)
         self._hosts = self._host_reports = self._aggregated = None
         self._queued = self._predicted = None
@@ -65,14 +65,13 @@ class RequestView:
                 image_id = image.id
             if image.obj_attr_is_set('size'):
                 image_size = image.size
-        self.start = costmodel.StartRequest(
-            image_id, image_size, self.policy.warm_start)
+        self.start = costmodel.StartRequest(image_id, image_size)
 
     def remember(self, hosts, host_reports, aggregated, queued):
         """Keep what one pass over ``hosts`` found.
 
         :param host_reports: the report (as its
-            :class:`~mlaccel.statebus.reader.Entry`, or ``None``) of each
+            :class:`~mlaccel.scheduler.hostview.Entry`, or ``None``) of each
             host.
         :param aggregated: the positions of the hosts in an aggregate.
         :param queued: ``{position: builds}`` of the hosts to which this
@@ -167,7 +166,7 @@ def placed_since(entry, host_state):
     the compute's claim on, not from their placement.)
     A count below the baseline (a record after deletions) becomes the
     baseline. Called with the report's
-    :class:`~mlaccel.statebus.reader.Entry` from the plugins' pass over the
+    :class:`~mlaccel.scheduler.hostview.Entry` from the plugins' pass over the
     hosts; two threads setting the baseline at once set the same count.
     """
     count = host_state.num_instances

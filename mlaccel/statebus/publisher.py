@@ -20,9 +20,11 @@ import tooz
 from tooz import coordination
 
 from mlaccel import conf as mlaccel_conf
+from mlaccel import periodic
 from mlaccel import statebus
 from mlaccel.statebus import codec as bus_codec
 from mlaccel.statebus import keys
+from mlaccel.statebus import sequence
 from mlaccel.statebus import signing
 
 LOG = logging.getLogger(__name__)
@@ -35,6 +37,35 @@ class HostClaimed(Exception):
     """Another live client holds this host's member id on the bus."""
 
 
+def host_keys_of(conf, host):
+    """``host``'s keys in ``[mlaccel_statebus] host_key_file``, current first.
+
+    ``[]`` (reports go unsigned) only without a key file and with
+    ``allow_unsigned_reports``, which is logged as a warning.
+
+    :raises mlaccel.statebus.keys.KeyFileError: with the reason.
+    """
+    opts = conf.mlaccel_statebus
+    if not opts.host_key_file:
+        if not opts.allow_unsigned_reports:
+            raise keys.KeyFileError(
+                'no [mlaccel_statebus] host_key_file: the reports of %s are '
+                'not published (readers would reject them unsigned)' % host)
+        LOG.warning('INSECURE: [mlaccel_statebus] allow_unsigned_reports is '
+                    'set and there is no host_key_file: the reports of %s '
+                    'go unsigned, and any client of the bus can publish '
+                    'reports in its name.', host)
+        return []
+    found = [k for k in keys.read_host_keys(opts.host_key_file)
+             if k.host in (None, host)]
+    if not found:
+        raise keys.KeyFileError(
+            'host key file %s holds no key of host %s; make it with '
+            '"mlaccel-statebus derive --host %s"'
+            % (opts.host_key_file, host, host))
+    return found
+
+
 class Publisher:
     """Keeps one host's report on the bus as its group capabilities.
 
@@ -43,12 +74,18 @@ class Publisher:
     :param codec: encodes reports (default: host reports,
         :class:`~mlaccel.statebus.codec.HostReportCodec`).
     :param group: tooz group name (default ``[mlaccel_statebus] group``).
-    :param key: this host's key (bytes); default: read from
-        ``[mlaccel_statebus] host_key_file``; none: reports go unsigned.
+    :param host_keys: this host's
+        :class:`~mlaccel.statebus.keys.HostKey` list, the one to sign with
+        first; default: :func:`host_keys_of`; ``[]``: reports go unsigned.
+
+    Every signed report carries the next number of the host's
+    :class:`~mlaccel.statebus.sequence.Sequence`, kept in
+    ``[mlaccel_statebus] publisher_state_dir``.
 
     The member id is the host name. A member already there is replaced only
     with proof that it is this host's own earlier agent or useless to
-    readers: its report verifies with this host's key, or is unsigned while
+    readers: its report verifies with one of this host's keys, or is unsigned
+    while
     this publisher signs, or is invalid, stale or dated in the future.
     Otherwise :meth:`publish` raises :class:`HostClaimed` and the holder
     stays.
@@ -59,34 +96,33 @@ class Publisher:
     let :meth:`stop` return.
     """
 
-    def __init__(self, host, conf=None, codec=None, group=None, key=None):
+    def __init__(self, host, conf=None, codec=None, group=None,
+                 host_keys=None):
         self.host = host
         self.conf = conf or mlaccel_conf.CONF
         self.codec = codec or bus_codec.HostReportCodec.from_conf(self.conf)
         self._group = (group.encode() if group is not None
                        else statebus.group_id(self.conf))
-        self._key = key
+        self._keys = host_keys
+        self._sequence = None
         self._lock = threading.Lock()
         self._coordinator = None
         self._joined = False
-        self._stopping = threading.Event()
         self._heart = None
+        self._beat_interval, self._beat_failing = 1.0, False
 
-    def _load_key(self):
-        if self._key is None:
-            path = self.conf.mlaccel_statebus.host_key_file
-            if path:
-                self._key = keys.read_host_key(path)
-            else:
-                self._key = b''
-                LOG.warning('No [mlaccel_statebus] host_key_file: reports '
-                            'of %s go unsigned, and readers holding a '
-                            'deployment key reject them.', self.host)
+    def _load_keys(self):
+        if self._keys is None:
+            self._keys = host_keys_of(self.conf, self.host)
+        if self._keys and self._sequence is None:
+            self._sequence = sequence.Sequence(sequence.path_of(
+                self.conf.mlaccel_statebus.publisher_state_dir,
+                self._group.decode(), self.host))
 
     def start(self):
         """Connect and create the group; raises what tooz raises."""
         with self._lock:
-            self._load_key()
+            self._load_keys()
             if self._coordinator is None:
                 coord = statebus.coordinator(self.conf, self.host)
                 coord.start(start_heart=False)
@@ -95,47 +131,55 @@ class Publisher:
                     coord.create_group(self._group).get()
                 except coordination.GroupAlreadyExist:
                     pass
-                self._stopping.clear()
-                self._heart = threading.Thread(
-                    target=self._beat, args=(coord,), daemon=True,
-                    name='mlaccel-statebus-heartbeat')
+                self._beat_interval, self._beat_failing = 1.0, False
+                self._heart = periodic.Periodic(
+                    'mlaccel-statebus-heartbeat',
+                    lambda: self._beat_interval,
+                    lambda: self._beat(coord), initial_delay=1.0)
                 self._heart.start()
 
     def _beat(self, coord):
-        interval, failing = 1.0, False
-        while not self._stopping.wait(interval):
-            try:
-                # tooz answers with the seconds until the next one is due.
-                interval = min(max(coord.heartbeat() or 1.0, 0.5), 10.0)
-                if failing:
-                    LOG.info('State bus heartbeats go through again.')
-                failing = False
-            except Exception as exc:
-                if not failing:
-                    LOG.warning('State bus heartbeat failed, retrying: %s',
-                                statebus.redact(self.conf, exc))
-                interval, failing = 1.0, True
+        try:
+            # tooz answers with the seconds until the next one is due.
+            self._beat_interval = min(max(coord.heartbeat() or 1.0, 0.5),
+                                      10.0)
+            if self._beat_failing:
+                LOG.info('State bus heartbeats go through again.')
+            self._beat_failing = False
+        except Exception as exc:
+            if not self._beat_failing:
+                LOG.warning('State bus heartbeat failed, retrying: %s',
+                            statebus.redact(self.conf, exc))
+            self._beat_interval, self._beat_failing = 1.0, True
 
     def encode(self, report):
-        """The bytes :meth:`publish` puts on the bus for ``report``."""
+        """The bytes :meth:`publish` puts on the bus for ``report``.
+
+        Each call takes the next sequence number; call :meth:`start` first.
+        """
         raw = self.codec.encode(report)
-        if self._key:
-            raw = signing.sign(self._key, self._group, raw)
+        if self._keys:
+            raw = signing.sign(self._keys[0], self._group,
+                               self._sequence.next(), raw)
         return raw
 
     def publish(self, report):
         """Encode, sign and publish ``report``.
 
         :raises HostClaimed: if another live client holds the member id.
-        :raises mlaccel.statebus.keys.KeyFileError: for a bad key file.
+        :raises mlaccel.statebus.keys.KeyFileError: for a bad or missing
+            key file.
+        :raises mlaccel.statebus.sequence.SequenceError: if the sequence
+            number cannot be kept.
         Otherwise raises what tooz raises.
         """
         if report.host != self.host:
             raise ValueError('report of host %r given to the publisher of %r'
                              % (report.host, self.host))
         self.start()
-        raw = self.encode(report)
         with self._lock:
+            # Numbered under the lock: reports reach the bus in order.
+            raw = self.encode(report)
             coord = self._coordinator
             if self._joined:
                 try:
@@ -196,8 +240,8 @@ class Publisher:
         if not isinstance(held, bytes):
             return 'its report is not bytes'
         try:
-            tag, body = signing.split(held)
-            report = self.codec.decode(body)
+            signed = signing.split(held)
+            report = self.codec.decode(signed.body)
         except ValueError:
             return 'its report is invalid'
         if report.host != self.host:
@@ -207,14 +251,12 @@ class Publisher:
             return 'its report is stale'
         if -age > opts.max_clock_skew:
             return 'its report is dated in the future'
-        if self._key:
-            if tag is None:
+        if self._keys:
+            if signed.version is None:
                 return 'its report is unsigned'
-            try:
-                signing.verify(self._key, self._group, held)
+            if any(signing.verifies(signed, self._group, k.key)
+                   for k in self._keys):
                 return 'its report is signed with this host\'s key'
-            except signing.BadSignature:
-                pass
         return None
 
     def _leave(self, coord):
@@ -228,10 +270,9 @@ class Publisher:
 
         Returns within a few seconds even when the bus is unreachable.
         """
-        self._stopping.set()
         heart, self._heart = self._heart, None
         if heart is not None:
-            heart.join(statebus.STOP_TIMEOUT)
+            heart.stop(statebus.STOP_TIMEOUT)
         with self._lock:
             coord, self._coordinator = self._coordinator, None
             joined, self._joined = self._joined, False

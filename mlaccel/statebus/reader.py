@@ -12,16 +12,24 @@
 
 """An in-memory cache of every host's report, refreshed in the background.
 
-The scheduler plugins never touch the bus themselves: they take one
-:class:`Snapshot` per request and look hosts up in it, O(1) each. A
-background thread replaces the cache every ``refresh_interval`` seconds with
-one ``get_members_with_capabilities`` call. When the bus cannot be read the
+Its readers never touch the bus on their request path: they take a
+:class:`Snapshot` and look reports up in it, O(1) each. What a reader works
+out of the reports once per refresh (the scheduler's view,
+:mod:`mlaccel.scheduler.hostview`) it adds in a subclass. A background
+thread replaces the cache every ``refresh_interval`` seconds with one
+``get_members_with_capabilities`` call. When the bus cannot be read the
 cache empties, so the plugins fall back to stock behaviour at once. A read
 of an unreachable Redis can take tooz about a minute of retries to fail;
 until then the reports already held expire by their own timestamps after
 ``report_max_age`` seconds.
+
+A host's report is used only if it is newer than the last one the cache
+accepted of that host: by its signed sequence number, or by its timestamp
+for reports without one (signed by an older publisher, or unsigned). So a
+client of the bus cannot put a host's older report back.
 """
 
+import hashlib
 import os
 import socket
 import threading
@@ -31,7 +39,7 @@ from oslo_log import log as logging
 from tooz import coordination
 
 from mlaccel import conf as mlaccel_conf
-from mlaccel import costmodel
+from mlaccel import periodic
 from mlaccel import statebus
 from mlaccel.statebus import codec as bus_codec
 from mlaccel.statebus import keys
@@ -40,150 +48,25 @@ from mlaccel.statebus import signing
 LOG = logging.getLogger(__name__)
 
 
-class Entry:
-    """What the scheduler reads of one host's report, in one small object.
-
-    A refresh makes the entries of the reports it changed one after the
-    other, so that entries sit together in memory: at ten thousand hosts a
-    request touches one compact object per host instead of several objects
-    per report, scattered across the heap by the decoding.
-    Attributes are those of the :class:`~mlaccel.hostreport.HostReport`
-    (``report``) that the cost model reads, plus what a request needs of
-    the report worked out once: ``free``, the build slots its own limit
-    leaves (infinite without a limit), and ``per_byte`` and ``fixed``, the
-    report's :class:`~mlaccel.costmodel.Terms` under ``model`` (``None``
-    without one), flat on the entry so that a request reads one object per
-    host. ``instances_seen`` is left to the scheduler plugins: the host's
-    instance count in Nova when they first used the entry
-    (:func:`mlaccel.scheduler.request.placed_since`).
-    """
-
-    __slots__ = ('host', 'timestamp', 'build_limit', 'builds_in_flight',
-                 'cached_images', 'fetch_bandwidth', 'build_throughput',
-                 'free', 'per_byte', 'fixed', 'report', 'instances_seen')
-
-    def __init__(self, host, report, model=None):
-        # Fresh copies (``x + 0.0``, a new frozenset), made in one burst
-        # with the entry itself.
-        self.host = host
-        self.timestamp = report.timestamp + 0.0
-        self.build_limit = report.build_limit
-        self.builds_in_flight = report.builds_in_flight
-        self.cached_images = frozenset(tuple(report.cached_images))
-        self.fetch_bandwidth = report.fetch_bandwidth + 0.0
-        self.build_throughput = report.build_throughput + 0.0
-        limit = report.build_limit
-        self.free = limit - report.builds_in_flight if limit > 0 \
-            else float('inf')
-        if model is None:
-            self.per_byte = self.fixed = None
-        else:
-            _, self.per_byte, self.fixed = model.terms(self)
-        self.report = report
-        self.instances_seen = None
-
-
-def holders_index(entries, old_entries, old_index):
-    """``{image id: frozenset of the entries caching it}`` of ``entries``.
-
-    Worked out from ``old_index``, the index of ``old_entries``: only the
-    entries that changed move, and the sets of the images they name are
-    copied, never changed in place (snapshots of the old refresh keep
-    reading theirs). Values that are not an :class:`Entry` are left out.
-    """
-    changes = {}
-    for host, entry in old_entries.items():
-        if type(entry) is Entry and entries.get(host) is not entry:
-            for image in entry.cached_images:
-                changes.setdefault(image, ([], []))[0].append(entry)
-    for host, entry in entries.items():
-        if type(entry) is Entry and old_entries.get(host) is not entry:
-            for image in entry.cached_images:
-                changes.setdefault(image, ([], []))[1].append(entry)
-    if not changes:
-        return old_index
-    index = dict(old_index)
-    for image, (gone, added) in changes.items():
-        holders = old_index.get(image, frozenset()).difference(
-            gone).union(added)
-        if holders:
-            index[image] = holders
-        else:
-            index.pop(image, None)
-    return index
-
-
-def entries_of(reports, old=None, model=None, keep=None):
-    """``{host: Entry}`` of ``{host: HostReport}``.
-
-    The entry of an unchanged report is taken from ``old`` (entries made
-    with the same ``model``, or whose terms ``keep(entry)`` says are the
-    same under it); the others are made in one burst.
-    """
-    entries = {}
-    old = old or {}
-    for host, report in reports.items():
-        entry = old.get(host)
-        if entry is not None and entry.report is report and (
-                keep is None or keep(entry)):
-            entries[entry.host] = entry
-            continue
-        # A new string per key, made here too: a lookup compares the key.
-        host = host.encode('utf-8', 'surrogatepass').decode(
-            'utf-8', 'surrogatepass')
-        entries[host] = Entry(host, report, model)
-    return entries
-
-
 class Snapshot:
     """The reports as of one refresh, judged fresh against one clock read.
 
-    :ivar model: the :class:`~mlaccel.costmodel.CostModel` whose terms the
-        entries hold, or ``None``.
-    :ivar oldest: the oldest timestamp of the entries, or ``None`` if not
-        known.
+    :ivar reports: ``{host: report}`` of every valid report, fresh or not.
     """
 
-    __slots__ = ('reports', 'entries', 'now', 'max_age', 'model', 'oldest',
-                 '_index')
+    __slots__ = ('reports', 'now', 'max_age')
 
-    def __init__(self, reports, now, max_age, entries=None, model=None,
-                 oldest=None, index=None):
+    def __init__(self, reports, now, max_age):
         self.reports = reports
-        self.entries = entries_of(reports) if entries is None else entries
         self.now = now
         self.max_age = max_age
-        self.model = model if entries is not None else None
-        self.oldest = oldest if entries is not None else None
-        self._index = index if entries is not None else None
-
-    def holders(self, image_id):
-        """The entries (fresh or not) whose report lists ``image_id``."""
-        if self._index is None:
-            self._index = holders_index(self.entries, {}, {})
-        return self._index.get(image_id, frozenset())
-
-    def lookup(self):
-        """A function like :meth:`entry`, the fastest that is right now.
-
-        When the oldest report is fresh, every report is: a plain dict
-        lookup per host then does.
-        """
-        if self.oldest is not None and self.now - self.oldest <= self.max_age:
-            return self.entries.get
-        return self.entry
 
     def get(self, host):
         """The host's report, or ``None`` if it has none or it is stale."""
-        entry = self.entry(host)
-        return None if entry is None else entry.report
-
-    def entry(self, host):
-        """The host's :class:`Entry`, or ``None`` (no fresh report)."""
-        entry = self.entries.get(host)
-        if entry is None or self.now - entry.timestamp > self.max_age:
+        report = self.reports.get(host)
+        if report is None or self.now - report.timestamp > self.max_age:
             return None
-        return entry
+        return report
 
     def __len__(self):
         return len(self.reports)
@@ -197,11 +80,17 @@ class ReportCache:
         :class:`~mlaccel.statebus.codec.HostReportCodec`).
     :param group: tooz group name (default ``[mlaccel_statebus] group``).
 
-    With ``[mlaccel_statebus] deployment_key_file`` set, only reports
-    signed with the key of the host they name are used; signatures are
-    checked by the refresh, once per changed report, never per request.
-    A rejected report is logged (each member at most once a minute) and
-    the member's last valid report stays in use until it goes stale.
+    Only reports signed with a key of ``[mlaccel_statebus]
+    deployment_key_file`` for the host they name are used (all reports,
+    unverified, without that file and with ``allow_unsigned_reports``;
+    none otherwise), each newer than the last one accepted of its host.
+    Signatures are checked by the refresh, once per changed report, never
+    per request; the key file is read again when it changes. A rejected
+    report is logged (each member at most once a minute) and the member's
+    last valid report stays in use until it goes stale.
+
+    :ivar replays_rejected: how many reports were rejected as not newer
+        than the last one accepted of their host.
     """
 
     #: Seconds between two log lines about one member's rejected reports.
@@ -217,16 +106,24 @@ class ReportCache:
                        else statebus.group_id(self.conf))
         self._verifier = None
         self._key_error = None
-        # (reports, entries, cost model of their terms, oldest timestamp,
-        # holders index) of the last refresh, swapped as one.
-        self._state = ({}, {}, None, None, {})
-        self._model = None
+        self._key_stamp = None
+        self._recheck = False
+        # {host: ((1, sequence) or (0, timestamp), digest, key id)} of the
+        # newest report accepted of each host. Kept while the process
+        # lives, whatever the bus holds: a host whose entry was deleted
+        # cannot be rolled back either.
+        self._newest = {}
+        self.replays_rejected = 0
+        # (reports, what a subclass derived of them) of the last refresh,
+        # swapped as one.
+        self._state = ({}, None)
         self._accepted = {}
         self._rejected = {}
         self._logged = {}
         self._coordinator = None
-        self._thread = None
-        self._stop = threading.Event()
+        self._loop = periodic.Periodic(
+            'mlaccel-statebus-reader', lambda: self._opts.refresh_interval,
+            self.refresh)
         self._refreshed = threading.Condition()
         self._refreshing = threading.RLock()
         self.refreshes = 0
@@ -242,29 +139,17 @@ class ReportCache:
 
     def current(self, now=None):
         """The reports as of the last refresh, starting no thread."""
-        reports, entries, model, oldest, index = self._state
-        return Snapshot(reports, time.time() if now is None else now,
-                        self._opts.report_max_age, entries, model, oldest,
-                        index)
+        reports, derived = self._state
+        return self._snapshot(reports, time.time() if now is None else now,
+                              self._opts.report_max_age, derived)
 
     def start(self):
         """Start the refresh thread if it is not running (thread-safe)."""
-        if self._thread is not None and self._thread.is_alive():
-            return
-        with self._refreshed:
-            if self._thread is None or not self._thread.is_alive():
-                self._stop.clear()
-                self._thread = threading.Thread(
-                    target=self._run, name='mlaccel-statebus-reader',
-                    daemon=True)
-                self._thread.start()
+        if not self._loop.running:
+            self._loop.start()
 
     def stop(self):
-        self._stop.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-        self._thread = None
+        self._loop.stop()
         self._disconnect()
 
     def wait_for_refresh(self, count=1, timeout=None):
@@ -276,11 +161,6 @@ class ReportCache:
             target = self.refreshes + count
             return self._refreshed.wait_for(
                 lambda: self.refreshes >= target, timeout)
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.refresh()
-            self._stop.wait(self._opts.refresh_interval)
 
     def refresh(self):
         """Read every report once and swap them in; never raises."""
@@ -331,22 +211,43 @@ class ReportCache:
             self.load(members)
 
     def _clear(self):
-        self._state = ({}, {}, None, None, {})
+        self._state = ({}, None)
         self._accepted, self._rejected = {}, {}
 
     def _load_key(self):
-        if self._verifier is not None:
-            return
+        """Read the deployment keys, at first and when their file changed."""
         path = self._opts.deployment_key_file
-        secret = keys.read_deployment_key(path) if path else None
-        if secret is None:
-            LOG.warning('State bus reports are not authenticated: without '
-                        '[mlaccel_statebus] deployment_key_file any client '
-                        'of the bus can publish a report for any host.')
+        stamp = _stamp(path)
+        if self._verifier is not None and stamp == self._key_stamp:
+            return
+        self._verifier = None
+        self._verifier = signing.Verifier(self._deployment_keys(path),
+                                          self._group)
+        self._key_stamp = stamp
+        # Every report is checked again under the keys read now.
+        self._recheck = True
         if self._key_error is not None:
             LOG.info('State bus report signatures are checked again.')
             self._key_error = None
-        self._verifier = signing.Verifier(secret, self._group)
+
+    def _deployment_keys(self, path):
+        if path:
+            return keys.read_deployment_keys(path)
+        if not self._opts.allow_unsigned_reports:
+            raise keys.KeyFileError(
+                'no [mlaccel_statebus] deployment_key_file, so no report can '
+                'be authenticated and none is used (allow_unsigned_reports '
+                'is for test clouds only)')
+        LOG.warning('INSECURE: [mlaccel_statebus] allow_unsigned_reports is '
+                    'set and there is no deployment_key_file: state bus '
+                    'reports are not authenticated, and any client of the '
+                    'bus can publish a report for any host.')
+        return None
+
+    def key_id(self, host):
+        """The key id of ``host``'s newest accepted report, or ``None``."""
+        newest = self._newest.get(host)
+        return None if newest is None else newest[2]
 
     def _read_members(self):
         if self._coordinator is None:
@@ -380,6 +281,9 @@ class ReportCache:
         if self._verifier is None:
             self._load_key()
         old_reports, old_accepted = self._state[0], self._accepted
+        if self._recheck:
+            old_reports, old_accepted, self._rejected = {}, {}, {}
+            self._recheck = False
         old_rejected = self._rejected
         reports, accepted, rejected, logged = {}, {}, {}, {}
         rejections = []
@@ -410,43 +314,22 @@ class ReportCache:
         self._log_rejections(rejections, logged, now)
         # Swapped by reference: readers hold whole, consistent dicts.
         self._accepted, self._rejected = accepted, rejected
-        model = self._model_of(reports)
-        old, old_model = self._state[1], self._state[2]
-        keep = None
-        if old_model != model:
-            if model is not None and old_model is not None and \
-                    old_model.options == model.options:
-                # Only what the peers measured changed: the entries of
-                # reports that measured every figure themselves stay.
-                keep = model.measured
-            else:
-                old = None
-        self._model = model
-        entries = self._entries(reports, old, keep)
-        index = holders_index(entries, self._state[1], self._state[4])
-        self._state = (reports, entries, model, min(
-            (entry.timestamp for entry in entries.values()), default=None),
-            index)
+        self._state = (reports, self._derive(reports, self._state[1]))
         self._logged = logged
 
-    def _model_of(self, reports):
-        """The cost model of the entries' terms, given ``reports``.
+    def _derive(self, reports, previous):
+        """What every snapshot of ``reports`` shares, worked out once.
 
-        Unmeasured figures come from the hosts' own
-        (:meth:`~mlaccel.costmodel.CostModel.with_peers`). Another kind of
-        report's cache may return ``None``.
+        Called by each load with the reports it accepted and what the last
+        load derived (``previous``, ``None`` at first or after the bus was
+        unreadable). A subclass that reads more into the reports than
+        :class:`Snapshot` does returns it here; this class derives nothing.
         """
-        return costmodel.CostModel(self.conf).with_peers(reports.values())
+        return None
 
-    def _entries(self, reports, old, keep=None):
-        """What a snapshot looks hosts up in.
-
-        Another kind of report's cache may return ``reports`` themselves
-        (they have ``timestamp``). ``old`` holds the last refresh's
-        entries, or ``None`` when the cost model changed since; ``keep``
-        is as for :func:`entries_of`.
-        """
-        return entries_of(reports, old, self._model, keep)
+    def _snapshot(self, reports, now, max_age, derived):
+        """The snapshot of one load's ``reports`` and ``derived``."""
+        return Snapshot(reports, now, max_age)
 
     def _check(self, source, raw, now):
         """The report in ``raw`` from member ``source``, or ValueError."""
@@ -455,8 +338,8 @@ class ReportCache:
         if not isinstance(raw, bytes):
             raise ValueError('report is a %s, not bytes'
                              % type(raw).__name__)
-        body = self._verifier.body(raw, source)
-        report = self.codec.decode(body)
+        signed = self._verifier.check(raw, source)
+        report = self.codec.decode(signed.body)
         if report.host != source:
             raise ValueError('it names host %s' % report.host)
         ahead = report.timestamp - now
@@ -464,7 +347,27 @@ class ReportCache:
             raise ValueError('it is dated %.1f s in the future, more than '
                              'max_clock_skew (%s s)'
                              % (ahead, self._opts.max_clock_skew))
+        self._check_newer(source, signed, report, raw)
         return report
+
+    def _check_newer(self, source, signed, report, raw):
+        """Record ``source``'s report as its newest, or ValueError.
+
+        The newest report itself may come back (a file bus member leaves
+        and joins again to update); it expires by its timestamp as ever.
+        """
+        order = (0, report.timestamp) if signed.sequence is None \
+            else (1, signed.sequence)
+        digest = hashlib.sha256(raw).digest()
+        newest = self._newest.get(source)
+        if newest is not None and (order, digest) != newest[:2] and \
+                order <= newest[0]:
+            self.replays_rejected += 1
+            raise ValueError(
+                'it is not newer than the last report accepted of this '
+                'host (%s %s, last %s): a replayed or rolled-back report'
+                % (_ORDER_NAMES[order[0]], order[1], newest[0][1]))
+        self._newest[source] = (order, digest, signed.key_id)
 
     def _log_rejections(self, rejections, logged, now):
         shown = hidden = 0
@@ -489,17 +392,38 @@ class ReportCache:
             statebus.stop_quietly(coord, url=self._opts.backend_url)
 
 
-_cache = None
-_cache_pid = None
-_cache_lock = threading.Lock()
+_ORDER_NAMES = ('timestamp', 'sequence number')
+
+
+def _stamp(path):
+    """What tells that the file ``path`` changed, or ``None``."""
+    try:
+        st = os.stat(path) if path else None
+    except OSError:
+        return None
+    return st and (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+_caches = {}
+_caches_lock = threading.Lock()
+
+
+def process_cache(cls=ReportCache, conf=None):
+    """The process-wide ``cls`` cache; a forked child gets its own.
+
+    One per class: the scheduler's view of host reports, the Cinder
+    weigher's backend reports and a plain reader each keep their own.
+    """
+    pid = os.getpid()
+    held = _caches.get(cls)
+    if held is None or held[0] != pid:
+        with _caches_lock:
+            held = _caches.get(cls)
+            if held is None or held[0] != pid:
+                held = _caches[cls] = (pid, cls(conf))
+    return held[1]
 
 
 def get_cache(conf=None):
-    """The process-wide cache; a forked child gets its own."""
-    global _cache, _cache_pid
-    pid = os.getpid()
-    if _cache is None or _cache_pid != pid:
-        with _cache_lock:
-            if _cache is None or _cache_pid != pid:
-                _cache, _cache_pid = ReportCache(conf), pid
-    return _cache
+    """The process-wide cache of host reports, as plain reports."""
+    return process_cache(ReportCache, conf)

@@ -19,7 +19,7 @@ nothing behind (no socket, no directory it made).
 
 import ipaddress
 import os
-import signal
+import site
 import ssl
 import stat
 import sys
@@ -29,32 +29,18 @@ import time
 from oslo_config import cfg
 from oslo_log import log as logging
 
-from mlaccel import conf as mlaccel_conf
 from mlaccel.conf import taskd as taskd_conf
 from mlaccel import readiness as notices
 from mlaccel.taskd import catalog
 from mlaccel.taskd import manager
 from mlaccel.taskd import preload
 from mlaccel.taskd import protocol
-from mlaccel.taskd import readiness
+from mlaccel.taskd import ready_push
 from mlaccel.taskd import runner
 from mlaccel.taskd import server
 from mlaccel import tls
 
 LOG = logging.getLogger(__name__)
-PROG = 'mlaccel-taskd'
-
-CLI_OPTS = [
-    cfg.StrOpt('ready-url', help='Override [mlaccel_taskd] ready_url.'),
-    cfg.StrOpt('socket', help='Override [mlaccel_taskd] socket_path.'),
-    cfg.StrOpt('tcp', help='Override [mlaccel_taskd] tcp_address.'),
-    cfg.StrOpt('token-file', help='Override [mlaccel_taskd] token_file.'),
-    cfg.ListOpt('preload', help='Override [mlaccel_taskd] preload.'),
-    cfg.StrOpt('task-log-dir', help='Override [mlaccel_taskd] log_dir.'),
-]
-_OVERRIDES = {'ready_url': 'ready_url', 'socket': 'socket_path',
-              'tcp': 'tcp_address', 'token_file': 'token_file',
-              'preload': 'preload', 'task_log_dir': 'log_dir'}
 
 
 def check_values(group):
@@ -90,6 +76,45 @@ def _private_file(path, what):
         raise server.StartupError('the %s %s is owned by uid %d, not by '
                                   'the daemon\'s user or root'
                                   % (what, path, st.st_uid))
+
+
+def _writable_by(path, user):
+    """True if ``user`` may change what is at ``path`` (no ACLs looked at)."""
+    st = os.stat(path)
+    if st.st_uid == user.uid:
+        return True       # the owner may chmod it
+    if st.st_gid in user.groups:
+        return bool(st.st_mode & stat.S_IWGRP)
+    return bool(st.st_mode & stat.S_IWOTH)
+
+
+def _check_code_is_read_only(user):
+    """Refuse to start when the task user could change the daemon's code.
+
+    Every directory (or zip file) Python imports from and the home of the
+    user site directory must not be writable by ``user``, nor any
+    directory above them, bar a sticky one (/tmp): a task could otherwise
+    plant a module or ``.pth`` file that a restarted daemon would run.
+    """
+    roots = [entry or os.getcwd() for entry in sys.path]
+    if site.ENABLE_USER_SITE:
+        roots.append(os.path.expanduser('~'))
+    for root in roots:
+        path = os.path.abspath(root)
+        if not os.path.exists(path):
+            continue
+        if _writable_by(path, user):
+            raise server.StartupError(
+                'task_user %s may write to %s, where the daemon imports '
+                'from: make it read-only to that user' % (user.name, path))
+        while path != os.path.dirname(path):
+            path = os.path.dirname(path)
+            if _writable_by(path, user) and not (
+                    os.stat(path).st_mode & stat.S_ISVTX):
+                raise server.StartupError(
+                    'task_user %s may write to %s, above %s where the '
+                    'daemon imports from: make it read-only to that user'
+                    % (user.name, path, root))
 
 
 def _is_loopback(host):
@@ -152,21 +177,28 @@ class Settings:
 
     @staticmethod
     def _task_user(name):
-        if not name:
-            if os.geteuid() == 0:
-                LOG.warning('Tasks run as root: set task_user to run them '
-                            'as an unprivileged user')
-            return None
-        try:
-            user = runner.TaskUser.lookup(name)
-        except KeyError:
-            raise server.StartupError('task_user %s does not exist' % name)
-        if user.uid == os.geteuid() and os.geteuid() != 0:
-            return None           # already that user
-        if os.geteuid() != 0:
-            raise server.StartupError(
-                'task_user %s needs a daemon running as root (it runs as '
-                'uid %d)' % (name, os.geteuid()))
+        """The :class:`runner.TaskUser` to drop to, or None (ourselves)."""
+        user = None
+        if name:
+            try:
+                user = runner.TaskUser.lookup(name)
+            except KeyError:
+                raise server.StartupError('task_user %s does not exist'
+                                          % name)
+            if user.uid == os.geteuid():
+                user = None       # already that user
+            elif os.geteuid() != 0:
+                raise server.StartupError(
+                    'task_user %s needs a daemon running as root (it runs '
+                    'as uid %d)' % (name, os.geteuid()))
+            else:
+                _check_code_is_read_only(user)
+        if user is None:
+            LOG.warning('Tasks run as the daemon\'s own user (uid %d): a '
+                        'task can signal the daemon and change what it '
+                        'owns, and so reach later tasks. Run the daemon as '
+                        'root with task_user set to an unprivileged user',
+                        os.geteuid())
         return user
 
     @staticmethod
@@ -258,7 +290,8 @@ class Daemon:
                 0o755)
             self.server = server.Server(self.group, self.handle,
                                         token=settings.token,
-                                        tls_context=settings.tls_context)
+                                        tls_context=settings.tls_context,
+                                        on_rekey=self.manager.renew_workers)
             addresses = self.server.bind()
             # Fork the workers while the daemon still has a single thread.
             self.manager.start()
@@ -286,10 +319,10 @@ class Daemon:
         try:
             if address.startswith('tcp:'):
                 host, port = protocol.parse_tcp_address(address[4:])
-                if host in readiness.UNSPECIFIED:
+                if host in ready_push.UNSPECIFIED:
                     address = protocol.format_tcp_address(
-                        readiness.reachable_host(url), port)
-            readiness.push(url, notices.notice(
+                        ready_push.reachable_host(url), port)
+            ready_push.push(url, notices.notice(
                 url, address, self.ready_at, self.preloaded, os.getpid()),
                 token=self.settings.token, cafile=self.group.ready_cafile,
                 attempts=self.group.ready_attempts)
@@ -332,39 +365,3 @@ class Daemon:
             text, truncated = self.manager.logs(task, request.get('tail'))
             return {'logs': text, 'truncated': truncated}
         return {'task': task.status()}
-
-
-def _fail(message):
-    print('%s: %s' % (PROG, message), file=sys.stderr)
-    return 2
-
-
-def main(argv=None):
-    """Console script ``mlaccel-taskd``."""
-    # Blocked before any thread exists, so that only sigwait() below sees
-    # them; children unblock them again.
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-    conf = mlaccel_conf.CONF
-    try:
-        logging.register_options(conf)
-        conf.register_cli_opts(CLI_OPTS)
-        conf(sys.argv[1:] if argv is None else argv, project='mlaccel',
-             prog=PROG)
-        for cli_name, opt_name in _OVERRIDES.items():
-            value = conf[cli_name]
-            if value is not None:
-                conf.set_override(opt_name, value, group='mlaccel_taskd')
-        logging.setup(conf, PROG)
-    except (cfg.Error, ValueError, OSError) as exc:
-        return _fail(str(exc).strip().splitlines()[0] if str(exc).strip()
-                     else type(exc).__name__)
-    daemon = Daemon(conf)
-    try:
-        daemon.start()
-    except (preload.PreloadError, server.StartupError, OSError) as exc:
-        LOG.error('%s cannot start: %s', PROG, exc)
-        return _fail('cannot start: %s' % exc)
-    signum = signal.sigwait({signal.SIGTERM, signal.SIGINT})
-    LOG.info('Got %s; draining', signal.Signals(signum).name)
-    daemon.stop()
-    return 0

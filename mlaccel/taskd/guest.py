@@ -13,18 +13,31 @@
 """Guest integration: cloud-init user-data that configures and starts taskd.
 
 An image built with the ``mlaccel-taskd`` diskimage-builder element has
-the daemon installed, its user :data:`DAEMON_USER` created and its systemd
-unit enabled; the unit runs the daemon as that unprivileged user and waits
-for cloud-init to write the configuration, so the daemon starts right after
+the daemon installed (root's, read-only to everyone else), the task user
+:data:`TASK_USER` created and the systemd unit enabled; the unit waits for
+cloud-init to write the configuration, so the daemon starts right after
 cloud-init's network stage. :func:`user_data` writes that configuration
-(and the unit too, for images made otherwise) and starts the service.
+(and the unit too, for images made otherwise), makes sure the task user
+exists and starts the service.
+
+The daemon runs as root, confined by the unit to the capabilities it needs
+(:data:`CAPABILITIES`), started without the user site directory and with
+Python's environment variables ignored; every task process and persistent
+worker drops to :data:`TASK_USER` before it runs a task. Root rather than
+an unprivileged user holding ``CAP_SETUID``: a root process that sets all
+its uids to another user loses every capability (the kernel clears them),
+whereas an unprivileged holder of ``CAP_SETUID`` keeps it across the
+switch unless each child clears it, and could become uid 0 anyway. So a
+task can neither signal the daemon, nor read its files, nor change the
+code or configuration it runs with, and a later holder of a pooled VM
+meets a daemon no earlier task could reach.
 
 The user-data carries one VM's own credentials: its token, its TLS
 identity (certificate and key of its TCP listener) and the certificate of
 the launcher's readiness listener, which the daemon pins. Each file is
-written mode 0600, owned by the daemon's user. These secrets protect the VM
-from other VMs and from the network, not from its own processes: any
-process in the guest can read its user-data from the metadata service.
+written mode 0600, owned by root. These secrets protect the VM from other
+VMs and from the network, not from its own processes: any process in the
+guest can read its user-data from the metadata service.
 
 ``python -m mlaccel.taskd.guest unit`` prints the systemd unit; the element
 installs it from there.
@@ -33,14 +46,12 @@ installs it from there.
 import argparse
 import configparser
 import io
+import json
 import re
 import sys
 import urllib.parse
 
-import yaml
-
 from mlaccel.taskd import protocol
-from mlaccel.tasks import clip
 
 CONF_PATH = '/etc/mlaccel/taskd.conf'
 TOKEN_PATH = '/etc/mlaccel/taskd.token'
@@ -51,9 +62,13 @@ READY_CA_PATH = '/etc/mlaccel/launcher.crt'
 UNIT_NAME = 'mlaccel-taskd.service'
 UNIT_PATH = '/etc/systemd/system/' + UNIT_NAME
 EXECUTABLE = '/usr/local/bin/mlaccel-taskd'
-#: The unprivileged system user the daemon (and so every task) runs as.
-DAEMON_USER = 'mlaccel'
-DAEMON_HOME = '/var/lib/mlaccel'
+#: The unprivileged system user every task runs as (not the daemon's).
+TASK_USER = 'mlaccel-task'
+#: What the daemon, root, keeps: switch to the task user (SETUID, SETGID),
+#: signal and kill its tasks (KILL), give a task its log (CHOWN) and read
+#: the task's log back (DAC_READ_SEARCH). Tasks keep none of them.
+CAPABILITIES = ('CAP_SETUID', 'CAP_SETGID', 'CAP_KILL', 'CAP_CHOWN',
+                'CAP_DAC_READ_SEARCH')
 
 _TOKEN_RE = re.compile(r'^[A-Za-z0-9._~+/=-]{16,512}$')
 _PRELOAD_RE = re.compile(r'^[A-Za-z_][\w.]*(:[A-Za-z_]\w*)?$')
@@ -87,8 +102,12 @@ def _check(ready_url, tcp_address, token, preload, tls_identity,
                            if tls_identity else [])
     if not all(pem is None or _PEM_RE.match(pem) for pem in pems):
         raise ValueError('certificates and keys must be PEM text')
-    if not _USER_RE.match(user):
-        raise ValueError('%r is not a user name' % user)
+    _check_user(user)
+
+
+def _check_user(name):
+    if not _USER_RE.match(name):
+        raise ValueError('%r is not a user name' % name)
 
 
 def config_text(ready_url=None, tcp_address=None, token_file=None,
@@ -110,8 +129,15 @@ def config_text(ready_url=None, tcp_address=None, token_file=None,
 
 
 def systemd_unit(executable=EXECUTABLE, conf_path=CONF_PATH,
-                 grace_period=30, user=DAEMON_USER):
-    """A systemd unit running the daemon as ``user`` once configured."""
+                 grace_period=30, task_user=TASK_USER):
+    """A systemd unit running the daemon once configured.
+
+    The daemon runs as root with :data:`CAPABILITIES` only, its tasks as
+    ``task_user`` (``[mlaccel_taskd] task_user``, given in the unit's
+    environment so that an operator's configuration file cannot drop it by
+    accident), without the user site directory.
+    """
+    _check_user(task_user)
     return '\n'.join([
         '[Unit]',
         'Description=mlaccel warm task daemon',
@@ -121,9 +147,14 @@ def systemd_unit(executable=EXECUTABLE, conf_path=CONF_PATH,
         '',
         '[Service]',
         'ExecStart=%s --config-file %s' % (executable, conf_path),
-        # Unprivileged: a task runs as this user, never as root.
-        'User=%s' % user,
-        'Group=%s' % user,
+        # Root, so that each task can drop to the task user for good and
+        # cannot signal the daemon or change its files; no user site
+        # directory in the daemon's Python (the element's executable also
+        # runs it with python -I).
+        'User=root',
+        'Environment=PYTHONNOUSERSITE=1 OS_MLACCEL_TASKD__TASK_USER=%s'
+        % task_user,
+        'CapabilityBoundingSet=%s' % ' '.join(CAPABILITIES),
         'NoNewPrivileges=yes',
         'ProtectSystem=full',
         'PrivateTmp=yes',
@@ -140,9 +171,24 @@ def systemd_unit(executable=EXECUTABLE, conf_path=CONF_PATH,
         ''])
 
 
+def task_user_command(task_user=TASK_USER):
+    """A command making ``task_user`` unless it exists; the element's too.
+
+    A system user with a home of its own under /var/lib and no login
+    shell, refused by cron and at, so that a task cannot schedule what
+    would run after its claim.
+    """
+    _check_user(task_user)
+    return ['sh', '-c', (
+        'getent passwd {0} >/dev/null || useradd --system --user-group '
+        '--create-home --home-dir /var/lib/{0} --shell /usr/sbin/nologin '
+        '{0}; for f in /etc/cron.deny /etc/at.deny; do grep -qsx {0} "$f" '
+        '|| echo {0} >> "$f"; done').format(task_user)]
+
+
 def user_data(ready_url=None, tcp_address=None, token=None,
-              preload=clip.PRELOAD, install=None, executable=EXECUTABLE,
-              tls_identity=None, ready_cert=None, user=DAEMON_USER,
+              preload=(), install=None, executable=EXECUTABLE,
+              tls_identity=None, ready_cert=None, task_user=TASK_USER,
               **options):
     """cloud-config user-data that configures and starts mlaccel-taskd.
 
@@ -151,15 +197,16 @@ def user_data(ready_url=None, tcp_address=None, token=None,
     ``tcp_address`` (with ``token``) makes it reachable from the launcher,
     over TLS with ``tls_identity`` (a :class:`mlaccel.tls.Identity` made
     for this VM only); ``preload`` names the modules to import and warm
-    up. The daemon runs as ``user``. ``install``, a pip requirement,
-    creates that user and installs the daemon first on images built without
-    the element. Further ``options`` become ``[mlaccel_taskd]`` settings.
+    up. The daemon runs as root and its tasks as ``task_user``, created
+    first if the image lacks it. ``install``, a pip requirement, installs
+    the daemon first on images built without the element. Further
+    ``options`` become ``[mlaccel_taskd]`` settings.
     Raises ``ValueError`` for a value that cannot be written safely.
     """
     preload = list(preload)
     _check(ready_url, tcp_address, token, preload, tls_identity,
-           ready_cert, user)
-    owner = '%s:%s' % (user, user)
+           ready_cert, task_user)
+    owner = 'root:root'
     secrets = {}
     if token:
         secrets['token_file'] = (TOKEN_PATH, token + '\n')
@@ -176,35 +223,38 @@ def user_data(ready_url=None, tcp_address=None, token=None,
              {'path': UNIT_PATH, 'permissions': '0644', 'owner': 'root:root',
               'content': systemd_unit(
                   executable, CONF_PATH, options.get('grace_period', 30),
-                  user)}]
+                  task_user)}]
     files += [{'path': path, 'permissions': '0600', 'owner': owner,
                'content': content} for path, content in secrets.values()]
-    document = {'write_files': files}
+    document = {'bootcmd': [task_user_command(task_user)],
+                'write_files': files}
     commands = []
     if install:
-        # Before write_files, which needs the owner to exist.
-        document['bootcmd'] = [[
-            'sh', '-c', 'getent passwd %s >/dev/null || useradd --system '
-            '--create-home --home-dir %s --shell /usr/sbin/nologin %s'
-            % (user, DAEMON_HOME, user)]]
         commands.append(['python3', '-m', 'pip', 'install', install])
     commands += [['systemctl', 'daemon-reload'],
                  ['systemctl', 'enable', '--now', UNIT_NAME]]
     document['runcmd'] = commands
-    return '#cloud-config\n' + yaml.safe_dump(document, sort_keys=False)
+    # JSON is YAML: cloud-init reads it as it is, no YAML library needed.
+    return '#cloud-config\n' + json.dumps(document, indent=1)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog='python -m mlaccel.taskd.guest')
     sub = parser.add_subparsers(dest='what', required=True)
     unit = sub.add_parser('unit', help='print the systemd unit')
+    add_user = sub.add_parser('task-user', help='print the shell command '
+                              'that creates the task user')
+    add_user.add_argument('--task-user', default=TASK_USER)
     unit.add_argument('--executable', default=EXECUTABLE)
     unit.add_argument('--config-file', default=CONF_PATH)
-    unit.add_argument('--user', default=DAEMON_USER,
-                      help='user the daemon runs as (default: %(default)s)')
+    unit.add_argument('--task-user', default=TASK_USER,
+                      help='user the tasks run as (default: %(default)s)')
     args = parser.parse_args(argv)
+    if args.what == 'task-user':
+        sys.stdout.write(task_user_command(args.task_user)[2] + '\n')
+        return 0
     sys.stdout.write(systemd_unit(args.executable, args.config_file,
-                                  user=args.user))
+                                  task_user=args.task_user))
     return 0
 
 

@@ -52,12 +52,17 @@ _MAX_LOG_REPLY = 1024 * 1024
 
 
 class Worker:
-    """A persistent worker process and its two pipes."""
+    """A persistent worker process and its two pipes.
 
-    def __init__(self, child, commands, events):
+    ``holder`` is the daemon's holder generation the worker serves (see
+    :meth:`TaskManager.renew_workers`).
+    """
+
+    def __init__(self, child, commands, events, holder=0):
         self.child = child
         self.commands = commands
         self.events = events
+        self.holder = holder
 
     @property
     def alive(self):
@@ -125,6 +130,9 @@ class TaskManager:
         self._forks = 0
         self._workers = set()
         self._idle = []
+        # Workers killed for a new holder, still to be reaped and closed.
+        self._retired = set()
+        self._holder = 0
         self._threads = group.task_threads or len(os.sched_getaffinity(0))
         self._reaper = processes.Reaper()
 
@@ -289,10 +297,12 @@ class TaskManager:
             with self._cond:
                 if worker is None:
                     self._forks -= 1
-                elif worker.alive:
+                elif not worker.alive:
+                    worker.close()
+                elif worker.holder == self._holder:
                     self._idle.append(worker)
                 else:
-                    worker.close()
+                    self._retire(worker)
                 self._cond.notify_all()
 
     def _attach(self, task, process):
@@ -425,8 +435,8 @@ class TaskManager:
         finally:
             os.close(command_r)
             os.close(event_w)
-        worker = Worker(child, command_w, event_r)
         with self._cond:
+            worker = Worker(child, command_w, event_r, self._holder)
             self._workers.add(worker)
             self._idle.append(worker)
             self._cond.notify_all()
@@ -441,11 +451,37 @@ class TaskManager:
             if worker in self._idle:
                 self._idle.remove(worker)
                 worker.close()
+            elif worker in self._retired:
+                self._retired.discard(worker)
+                worker.close()
             respawn = not self.draining
         LOG.info('Persistent worker %d exited with code %s%s',
                  worker.child.pid, code, '; replacing it' if respawn else '')
         if respawn:
             self._spawn_worker()
+
+    def renew_workers(self):
+        """The daemon has a new holder: no worker of the last one serves it.
+
+        A task run in a persistent worker may leave state behind in it
+        (a thread, a patched module) that would see the next tasks there.
+        Idle workers are killed at once and busy ones when their task
+        ends; each is replaced by a fresh fork of the daemon, which no task
+        can change. A worker-mode task waits for a fresh worker meanwhile.
+        """
+        with self._cond:
+            self._holder += 1
+            idle, self._idle = self._idle, []
+            for worker in idle:
+                self._retire(worker)
+        if idle:
+            LOG.info('New holder: replacing %d persistent worker(s)',
+                     len(idle))
+
+    def _retire(self, worker):
+        """Kill ``worker``; its watcher closes and replaces it."""
+        self._retired.add(worker)
+        worker.child.signal(signal.SIGKILL)
 
     # -- shutdown ---------------------------------------------------------
 

@@ -107,12 +107,15 @@ class Server:
 
     ``handler`` returns the reply fields or raises
     :class:`protocol.ProtocolError`. ``tls_context`` (an
-    ``ssl.SSLContext``) makes the TCP listener serve TLS.
+    ``ssl.SSLContext``) makes the TCP listener serve TLS. ``on_rekey`` is
+    called after each ``rekey``: the daemon has a new holder.
     """
 
-    def __init__(self, group, handler, token=None, tls_context=None):
+    def __init__(self, group, handler, token=None, tls_context=None,
+                 on_rekey=None):
         self.conf = group
         self.handler = handler
+        self.on_rekey = on_rekey
         self._token = token.encode() if token else None
         self._tls = tls_context
         self._listeners = []
@@ -371,6 +374,8 @@ class Server:
                             path, exc)
         LOG.info('Token replaced by its holder%s',
                  '' if saved else ' (not saved)')
+        if self.on_rekey is not None:
+            self.on_rekey()
         return {'rekeyed': True, 'saved': saved}
 
     def _token_ok(self, line):

@@ -61,11 +61,6 @@ MlaccelGroup = [
              'shares with the pool manager running in the cloud under test. '
              'When set, the warm-pool tests create a pool in its store and '
              'launch from it; when unset they are skipped.'),
-    cfg.FloatOpt(
-        'pool_first_step_limit',
-        default=1.0,
-        help='Seconds from the launch call within which a task on a warm '
-             'pool member must take its first training step.'),
     cfg.StrOpt(
         'cinder_notification_url',
         secret=True,
@@ -76,6 +71,8 @@ MlaccelGroup = [
              'volume, a download into one); when unset they are skipped.'),
     cfg.StrOpt(
         'guest_command',
-        default='python -m mlaccel.testing.idle_guest',
-        help='Guest command the guest-process tests put in the user-data.'),
+        default='python -m mlaccel_lab.testing.idle_guest',
+        help='Guest command the guest-process tests put in the user-data. '
+             'The default is the lab\'s idle guest, which the all-in-one '
+             'cloud\'s test virt driver runs.'),
 ]

@@ -30,8 +30,8 @@ def report(**fields):
     return hostreport.HostReport('cmp1', **fields)
 
 
-def start(image_id='img', image_size=GIB, warm_start=True):
-    return costmodel.StartRequest(image_id, image_size, warm_start)
+def start(image_id='img', image_size=GIB):
+    return costmodel.StartRequest(image_id, image_size)
 
 
 class ModelTestCase(testcase.TestCase):
@@ -101,9 +101,7 @@ class TestCostModel(ModelTestCase):
     def test_every_host_is_predicted_a_cold_start(self):
         # No report says where a warm task-daemon slot waits.
         for r in (report(), None):
-            for warm in (True, False):
-                self.assertEqual(3.0, self.model.predict(
-                    r, start(warm_start=warm)).buffering)
+            self.assertEqual(3.0, self.model.predict(r, start()).buffering)
 
     def test_seconds_is_the_total(self):
         r = report(builds_in_flight=1, build_throughput=1.0)

@@ -112,7 +112,7 @@ class BuildSlotFilter(filters.BaseHostFilter):
 
         A host passes with a build slot left, or without a limit, or without
         a report if ``build_slot_fail_open``. ``reports`` holds each passing
-        host's report (as its :class:`~mlaccel.statebus.reader.Entry`),
+        host's report (as its :class:`~mlaccel.scheduler.hostview.Entry`),
         ``aggregated`` the positions of those in an aggregate, ``queued``
         ``{position: builds}`` of those with builds sent since their report
         (:func:`~mlaccel.scheduler.request.placed_since`), and the free

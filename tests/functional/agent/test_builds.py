@@ -66,6 +66,8 @@ class AgentBuildsTest(integrated_helpers.ProviderUsageBaseTestCase):
                                                              'file'))
         conf.set('mlaccel_agent', scan_interval=0.2, initial_build_limit=2,
                  hot_images=[IMAGE])
+        conf.set('mlaccel_statebus',
+                 host_key_file=self.bus.host_key_file('host1'))
         self.agent = service.Agent(conf.conf, settings=self.settings)
         self.agent.start()
         self.addCleanup(self.agent.stop)

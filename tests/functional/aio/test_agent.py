@@ -13,7 +13,7 @@
 """mlaccel-agent's parts against the all-in-one cloud's Glance, Nova and
 RabbitMQ.
 
-Needs a running cloud (``python -m mlaccel.testing.aio up``) named by
+Needs a running cloud (``python -m mlaccel_lab.testing.aio up``) named by
 ``$MLACCEL_AIO_BASE``; skipped otherwise. The agent's parts read the
 computes' own nova.conf files; images are made per test with bytes of
 their own, so no compute has them cached.
@@ -40,10 +40,10 @@ from mlaccel.agent import hot
 from mlaccel.agent import inventory
 from mlaccel.agent import notifications
 from mlaccel.agent import novaconf
-from mlaccel.testing.aio import agents
-from mlaccel.testing.aio import cloud
-from mlaccel.testing.aio import fixture
-from mlaccel.testing.aio import procs
+from mlaccel_lab.testing.aio import agents
+from mlaccel_lab.testing.aio import cloud
+from mlaccel_lab.testing.aio import fixture
+from mlaccel_lab.testing.aio import procs
 from tests import fixtures as mlaccel_fixtures
 
 WAIT = 180
@@ -101,8 +101,8 @@ class AgentOnCloudTest(CloudTestCase):
                     'force_raw_images = true\n' % root)
         return novaconf.load([path])
 
-    def new_image(self, **properties):
-        data = os.urandom(256 * 1024) + uuid.uuid4().bytes
+    def new_image(self, size=256 * 1024, **properties):
+        data = os.urandom(size) + uuid.uuid4().bytes
         image = self.conn.image.create_image(
             name='mlaccel-agent-test-%s' % uuid.uuid4().hex[:8], data=data,
             disk_format='raw',
@@ -152,6 +152,48 @@ class AgentOnCloudTest(CloudTestCase):
                hot.HotImages(self.opts, self.cloud).refresh()]
         self.assertIn(marked.id, ids)
         self.assertNotIn(plain.id, ids)
+
+    def test_tenants_mark_does_not_make_an_image_hot(self):
+        tenant = uuid.uuid4().hex      # a project that is not the agent's
+        theirs, _ = self.new_image(mlaccel_hot='true', owner=tenant)
+        ours, _ = self.new_image(mlaccel_hot='true')
+        ids = [image.id for image in
+               hot.HotImages(self.opts, self.cloud).refresh()]
+        self.assertIn(ours.id, ids)
+        self.assertNotIn(theirs.id, ids)
+        self.assertIn('not in [mlaccel_agent] hot_image_owners',
+                      self.log.output)
+        # The operator lists the project: its marks count, and only its.
+        self.conf.set('mlaccel_agent', hot_image_owners=[tenant])
+        ids = [image.id for image in
+               hot.HotImages(self.opts, self.cloud).refresh()]
+        self.assertIn(theirs.id, ids)
+        self.assertNotIn(ours.id, ids)
+
+    def test_demand_counts_on_public_and_trusted_images_only(self):
+        tenant = uuid.uuid4().hex
+        community, _ = self.new_image(owner=tenant, visibility='community')
+        public, _ = self.new_image(owner=tenant, visibility='public')
+        demand = hot.Demand(window=3600, min_builds=1)
+        for image in (community, public):
+            demand.seen(image.id, time.time())
+        ids = [image.id for image in
+               hot.HotImages(self.opts, self.cloud, demand=demand).refresh()]
+        self.assertIn(public.id, ids)
+        self.assertNotIn(community.id, ids)
+
+    def test_hot_images_bounded_per_owner(self):
+        owner = uuid.uuid4().hex
+        made = {self.new_image(size=3 << 20, mlaccel_hot='true',
+                               owner=owner)[0].id for _ in range(2)}
+        # Room for one of the owner's two 3 MiB images, not both.
+        self.conf.set('mlaccel_agent', hot_image_owners=[owner],
+                      hot_max_owner_mb=4)
+        ids = {image.id for image in
+               hot.HotImages(self.opts, self.cloud).refresh()}
+        self.assertEqual(1, len(ids & made))
+        self.assertIn('over the bound of %d per owner' % (4 << 20),
+                      self.log.output)
 
     def test_prefetched_image_is_reused_by_nova_compute(self):
         host = self.lay.compute_hosts()[-1]

@@ -12,7 +12,7 @@
 
 """The mirror-volume cache in the all-in-one cloud's Cinder.
 
-Needs a running cloud (``python -m mlaccel.testing.aio up``) named by
+Needs a running cloud (``python -m mlaccel_lab.testing.aio up``) named by
 ``$MLACCEL_AIO_BASE``; skipped otherwise. Real parts: cinder-api,
 cinder-scheduler (with ``GoldenImageWeigher``) and cinder-volume running
 the mirror-volume driver over the file-backed test backend, Glance, Nova
@@ -28,9 +28,9 @@ import testtools
 
 from mlaccel.cmd import cinder_config
 from mlaccel import inifile
-from mlaccel.testing.aio import cloud
-from mlaccel.testing.aio import fixture
-from mlaccel.testing import cindercloud
+from mlaccel.tempest import mirror
+from mlaccel_lab.testing.aio import cloud
+from mlaccel_lab.testing.aio import fixture
 
 WAIT = 120
 IMAGE_BYTES = 2 * 1024 * 1024
@@ -54,7 +54,7 @@ class _CinderTest(testtools.TestCase):
         self.lay = self.aio.layout
 
     def listen(self):
-        events = cindercloud.CinderEvents(self.lay.transport_url).start()
+        events = mirror.CinderEvents(self.lay.transport_url).start()
         self.addCleanup(events.stop)
         return events
 
@@ -67,8 +67,8 @@ class _CinderTest(testtools.TestCase):
 
     def make_image(self, **properties):
         """A new image of random bytes; its cache goes with it."""
-        return cindercloud.make_image(self.conn, self.addCleanup,
-                                      IMAGE_BYTES, **properties)
+        return mirror.make_image(self.conn, self.addCleanup,
+                                 IMAGE_BYTES, **properties)
 
     def create_volume(self, image_id):
         volume = self.conn.block_storage.create_volume(
@@ -119,14 +119,14 @@ class MirrorVolumeTest(_CinderTest):
     def test_boot_from_volume_of_a_prewarmed_image_clones_its_golden(self):
         events = self.listen()
         image, data = self.make_image(mlaccel_hot='true')
-        golden = cindercloud.wait_golden(self.conn, image.id, WAIT)
+        golden = mirror.wait_golden(self.conn, image.id, WAIT)
         self.assertEqual(data, self.volume_bytes(golden, IMAGE_BYTES))
         self.assertTrue(events.wait(
             lambda: events.count(image.id, FILL) == 1, 30), events.of(
                 image.id))
         before = events.of(image.id)
 
-        server = cindercloud.boot_from_volume(
+        server = mirror.boot_from_volume(
             self.conn, self.addCleanup, image.id, self.aio.cloud['flavor_id'])
         server = self.conn.compute.wait_for_server(server, interval=0.5,
                                                    wait=WAIT)
@@ -142,7 +142,7 @@ class MirrorVolumeTest(_CinderTest):
         # not asked for the image again.
         for event in (MISS, FILL, DEGRADE):
             self.assertNotIn(event, after)
-        self.assertEqual([golden.id], [v.id for v in cindercloud.
+        self.assertEqual([golden.id], [v.id for v in mirror.
                                        golden_volumes(self.conn, image.id)])
 
     def test_burst_for_an_uncached_image_makes_one_download(self):
@@ -159,8 +159,8 @@ class MirrorVolumeTest(_CinderTest):
         self.assertEqual(1, seen.count(FILL), seen)
         self.assertEqual(1, seen.count(MISS), seen)
         self.assertNotIn(DEGRADE, seen)
-        self.assertEqual(1, len(cindercloud.golden_volumes(self.conn,
-                                                           image.id)))
+        self.assertEqual(1, len(mirror.golden_volumes(self.conn,
+                                                      image.id)))
 
 
 class MirrorSwitchTest(_CinderTest):
@@ -178,7 +178,7 @@ class MirrorSwitchTest(_CinderTest):
         volume = self.wait_available(self.create_volume(image.id))
         self.assertEqual(data, self.volume_bytes(volume, IMAGE_BYTES))
         self.assertEqual([], events.of(image.id))
-        self.assertEqual([], cindercloud.golden_volumes(self.conn, image.id))
+        self.assertEqual([], mirror.golden_volumes(self.conn, image.id))
 
         cloud.set_cinder_mirror(self.lay, True, self.conn)
         self.assertTrue(self.mirror_on())

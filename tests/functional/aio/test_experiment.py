@@ -12,7 +12,7 @@
 
 """The experiment's runner on the all-in-one cloud, one small run per arm.
 
-Needs a running cloud (``python -m mlaccel.testing.aio up``) named by
+Needs a running cloud (``python -m mlaccel_lab.testing.aio up``) named by
 ``$MLACCEL_AIO_BASE``; skipped otherwise. A workload of one 256 MiB image,
 one image-backed task and one boot-from-volume task, run once as stock and
 once as mlaccel: the records' boundaries come from their events, stock VMs
@@ -25,13 +25,13 @@ import re
 
 import testtools
 
-from mlaccel.experiment import aiorunner
-from mlaccel.experiment import arms
-from mlaccel.experiment import protocol
-from mlaccel.experiment import report
-from mlaccel.experiment import results as results_mod
-from mlaccel.experiment import workload as wl
-from mlaccel.testing.aio import fixture
+from mlaccel_lab.experiment import aiorunner
+from mlaccel_lab.experiment import arms
+from mlaccel_lab.experiment import protocol
+from mlaccel_lab.experiment import report
+from mlaccel_lab.experiment import results as results_mod
+from mlaccel_lab.experiment import workload as wl
+from mlaccel_lab.testing.aio import fixture
 
 SHAPE = {
     'version': 1, 'seed': 1,

@@ -14,7 +14,7 @@
 Nova's cache layout, under nova-compute's own lock, and real guest
 processes.
 
-Needs a running cloud (``python -m mlaccel.testing.aio up``) named by
+Needs a running cloud (``python -m mlaccel_lab.testing.aio up``) named by
 ``$MLACCEL_AIO_BASE``; skipped otherwise. Only the hypervisor is fake.
 """
 
@@ -25,15 +25,15 @@ import time
 
 import testtools
 
-from mlaccel.testing.aio import fixture
-from mlaccel.testing.aio import procs
+from mlaccel.tempest import guests
+from mlaccel_lab.testing.aio import fixture
 
 GUEST = ('#cloud-config\nruncmd:\n'
-         '  - [python, -m, mlaccel.testing.idle_guest]\n')
+         '  - [python, -m, mlaccel_lab.testing.idle_guest]\n')
 
 
 def guest_pids(server_id):
-    return procs.with_environ('MLACCEL_INSTANCE_UUID', server_id)
+    return guests.with_environ('MLACCEL_INSTANCE_UUID', server_id)
 
 
 class GuestProcessDriverTest(testtools.TestCase):

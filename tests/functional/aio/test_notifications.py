@@ -14,8 +14,8 @@
 
 Nova's services on the all-in-one cloud send versioned notifications (the
 harness configures them as ``mlaccel-config enable`` does); the listener of
-:mod:`mlaccel.launcher.events` hears them on a queue of its own. Needs a
-running cloud (``python -m mlaccel.testing.aio up``) named by
+:mod:`mlaccel.nova.notifications` hears them on a queue of its own. Needs a
+running cloud (``python -m mlaccel_lab.testing.aio up``) named by
 ``$MLACCEL_AIO_BASE``; skipped otherwise.
 """
 
@@ -23,8 +23,8 @@ import kombu
 from oslo_config import cfg
 import testtools
 
-from mlaccel.launcher import events
-from mlaccel.testing.aio import fixture
+from mlaccel.nova import notifications as events
+from mlaccel_lab.testing.aio import fixture
 
 #: Seconds a notification may take to arrive once the server is ACTIVE.
 ARRIVAL_TIMEOUT = 30

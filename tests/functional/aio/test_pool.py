@@ -12,7 +12,7 @@
 
 """Warm pools on the all-in-one cloud, kept by its pool manager service.
 
-Needs a running cloud (``python -m mlaccel.testing.aio up``) named by
+Needs a running cloud (``python -m mlaccel_lab.testing.aio up``) named by
 ``$MLACCEL_AIO_BASE``; skipped otherwise. Real parts: Nova, Glance and the
 state bus of the cloud, ``mlaccel-pool-manager`` running as a service of
 it, members' task daemons as guest processes of the test virt driver.
@@ -41,9 +41,10 @@ from mlaccel.pool import cli as pool_cli
 from mlaccel.pool import members as pool_members
 from mlaccel.pool import spec as pool_spec
 from mlaccel.pool import store as pool_store
-from mlaccel.testing.aio import fixture
-from mlaccel.testing.aio import pools
-from mlaccel.testing.aio import procs
+from mlaccel.tempest import guests
+from mlaccel_lab.testing.aio import fixture
+from mlaccel_lab.testing.aio import pools
+from mlaccel_lab.testing.aio import procs
 
 WAIT = 300
 SECOND = pools.SERVICE + '-2'
@@ -51,7 +52,7 @@ SECOND = pools.SERVICE + '-2'
 
 def guest_pids(server_id):
     """Pids of the member's guest: its task daemon and anything it runs."""
-    return procs.with_environ('MLACCEL_INSTANCE_UUID', server_id)
+    return guests.with_environ('MLACCEL_INSTANCE_UUID', server_id)
 
 
 def signal_guest(server_id, signum):

@@ -14,33 +14,19 @@
 
 A benchmark is not a test: its figures are judged by people, on a quiet
 machine. These runs only check that each one still runs end to end at a
-small size, in its own process as ``python -m mlaccel.bench <name>``, and
+small size, in its own process as ``python -m mlaccel_lab.bench <name>``, and
 ends with its ``RESULT`` line carrying every key its issue names, each a
 number. The benchmarks on the all-in-one cloud have their smoke runs in
-``tests/functional/aio/test_bench_smoke.py``.
+``tests/functional/aio/test_bench_smoke.py``; the task daemon's, which runs
+the example task, in ``tests/task``, where torch is.
 """
 
 import os
-import subprocess
-import sys
 
+import fixtures
 import testtools
 
-TIMEOUT = 600
-
-
-def result_line(testcase, name, *argv, env=None):
-    """Run the benchmark; return its RESULT fields as ``{key: float}``."""
-    proc = subprocess.run(
-        [sys.executable, '-m', 'mlaccel.bench', name, *argv],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        timeout=TIMEOUT, env=dict(os.environ, **(env or {})))
-    lines = proc.stdout.rstrip().splitlines()
-    testcase.assertEqual(0, proc.returncode, '\n'.join(lines[-30:]))
-    testcase.assertTrue(lines and lines[-1].startswith('RESULT '),
-                        '\n'.join(lines[-30:]))
-    fields = dict(item.split('=', 1) for item in lines[-1].split()[1:])
-    return {key: float(value) for key, value in fields.items()}
+from tests.benchsmoke import result_line
 
 
 class BenchSmokeTest(testtools.TestCase):
@@ -59,12 +45,6 @@ class BenchSmokeTest(testtools.TestCase):
                           'fresh_reports_pct'}, set(fields))
         self.assertEqual(100.0, fields['fresh_reports_pct'])
 
-    def test_taskd(self):
-        fields = result_line(self, 'taskd', '--repeat', '1', '--steps', '1',
-                             '--ready-repeat', '1')
-        self.assertIn('warm_start_speedup', fields)
-        self.assertIn('preload_s', fields)
-
     def test_cinder(self):
         fields = result_line(self, 'cinder', '--sizes', '8', '--burst', '3',
                              '--rounds', '2')
@@ -75,3 +55,15 @@ class BenchSmokeTest(testtools.TestCase):
         # One download for a burst, however many requests: a property of
         # the cache, not a timing.
         self.assertEqual(1.0, fields['burst_downloads'])
+
+    def test_pools_demand(self):
+        chart = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                             'curve.png')
+        fields = result_line(self, 'pools-demand', '--days', '2',
+                             '--chart', chart)
+        self.assertEqual({'learned_vs_hindsight_static',
+                          'saved_share_of_oracle_pct', 'hit_rate_pct',
+                          'idle_s_per_saved_s', 'budget_exceeded'},
+                         set(fields))
+        self.assertEqual(0, fields['budget_exceeded'])
+        self.assertTrue(os.path.getsize(chart))

@@ -22,12 +22,10 @@ Run the suite once per value.
 Cinder and Nova cannot share a process (both register
 ``[DEFAULT] default_availability_zone``, differently), while a run of the
 whole functional suite imports every module into each worker. So these
-tests are skipped unless ``MLACCEL_FUNCTIONAL_CINDER=1``; run them on their
-own test path::
+tests are skipped unless ``MLACCEL_FUNCTIONAL_CINDER=1``; they run on their
+own test path, as ``tools/functional.sh`` runs them::
 
-    MLACCEL_FUNCTIONAL_CINDER=1 OS_CINDER_DISABLE_EVENTLET_PATCHING=1 \
-    OS_NOVA_DISABLE_EVENTLET_PATCHING=1 \
-    stestr --test-path ./tests/functional/cinder --top-dir ./ run
+    tox -e functional -- functional-cinder [FILTER]
 
 In native-thread mode Nova forbids importing eventlet at all (an import
 hook), while Cinder 29 still imports it, unpatched, in that mode too. The

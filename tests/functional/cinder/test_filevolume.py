@@ -18,7 +18,7 @@ import tempfile
 import fixtures
 import testtools
 
-from mlaccel.testing import filevolume
+from mlaccel_lab.testing import filevolume
 
 MIB = 1024 * 1024
 

@@ -30,9 +30,10 @@ from cinder import objects
 from cinder.tests.functional.api import client
 
 from mlaccel.cinder import golden
-from mlaccel.cinder import pool as pool_mod
-from mlaccel.testing import filevolume
+from mlaccel.cinder import readypool
+from mlaccel_lab.testing import filevolume
 from tests.functional.cinder import base
+from tests import unsafe_images
 
 MIB = base.MIB
 
@@ -74,6 +75,24 @@ class MirrorTest(base.MirrorTestBase):
         # Neither Cinder's temporary download nor its qemu-img pass.
         self.assertNotIn('Image download', converts.output)
         self.assertNotIn('Converted', converts.output)
+
+    def test_qcow2_declared_raw_never_reaches_a_volume(self):
+        """A qcow2 naming a host file, uploaded as raw (OSSA-2024-001).
+
+        The first MiB is inspected before anything is written; Cinder's own
+        path then checks the image and refuses it, as stock Cinder does.
+        """
+        tmp = self.useFixture(fixtures.TempDir()).path
+        image = self.images.add(unsafe_images.read(
+            unsafe_images.backing_file(tmp)))
+        volume = self.wait(self.create(image['id']))
+        self.assertEqual('error', volume['status'])
+        self.assertIn('not streamed as raw', self.mlaccel_log.output)
+        self.assertEqual([], self.golden_rows())
+        directory = os.path.dirname(self.volume_path(volume['id']))
+        for name in self.volume_files():
+            self.assertNotIn(unsafe_images.SECRET[:64], unsafe_images.read(
+                os.path.join(directory, name)))
 
     def test_burst_makes_one_download_and_ten_clones(self):
         image = self.images.add(base.image_bytes('burst', 3 * MIB))
@@ -343,11 +362,13 @@ class ReadyPoolTest(base.MirrorTestBase):
 class AdaptivePoolTest(base.MirrorTestBase):
     """The ready pool where clones are cheap.
 
-    A clone of a few MiB on this file system costs less than a handover's
-    database writes. The pool's first refill measures a clone; from then on
-    it stands aside, and the first request after the pre-warm is a clone of
-    the golden volume, not a handover. Once a handover is measured (the
-    pool forced to serve), it stands aside by the measured costs.
+    The pool's first refill measures a clone; while clones measure cheaper
+    than a handover (unmeasured, a handover counts as ``HANDOVER_PRIOR``)
+    it stands aside and a request is a clone of the golden volume, not a
+    handover. Once a handover is measured (the pool forced to serve), it
+    decides by the measured costs. Which of the two is cheaper on this
+    machine is a benchmark's question: the test sets the clone cost below
+    the handover's before each request, and checks what the pool does.
     """
 
     CACHE_FLAGS = {'pool_size': 1}
@@ -360,7 +381,8 @@ class AdaptivePoolTest(base.MirrorTestBase):
         self.wait_pool(image['id'], 1)
         pool = self.mirror.pool
         self.assertIsNotNone(pool.clone_seconds)
-        self.assertLess(pool.clone_seconds, pool_mod.HANDOVER_PRIOR)
+        self.assertIsNone(pool.handover_seconds)
+        pool.clone_seconds = readypool.HANDOVER_PRIOR / 10
         self.assertFalse(pool.worth_it())
         volume = self.wait(self.create(image['id']))
         self.assertEqual('available', volume['status'])
@@ -373,14 +395,17 @@ class AdaptivePoolTest(base.MirrorTestBase):
         self.assertEqual('available', volume['status'])
         self.assertHoldsImage(volume['id'], image['id'])
         self.assertEqual(1, self.mirror.stats['pool_hit'])
-        # ...which costs more than a clone here: adaptive, it stands aside.
+        self.assertIsNotNone(pool.handover_seconds)
+        # ...and, adaptive again, weighs clones against it.
         pool.adaptive = True
-        self.assertLess(pool.clone_seconds, pool.handover_seconds)
+        pool.clone_seconds = pool.handover_seconds / 10
         self.assertFalse(pool.worth_it())
         volume = self.wait(self.create(image['id']))
         self.assertHoldsImage(volume['id'], image['id'])
         self.assertEqual(1, self.mirror.stats['pool_hit'])
         self.assertEqual(3, self.mirror.stats['hit'])
+        pool.clone_seconds = pool.handover_seconds * 10
+        self.assertTrue(pool.worth_it())
 
 
 class OperatorTest(base.MirrorTestBase):

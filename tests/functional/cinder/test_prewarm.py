@@ -42,7 +42,9 @@ def snapshot(caches, stale=()):
 
 
 class PrewarmTaskTest(base.MirrorTestBase):
-    CACHE_FLAGS = {'prewarm_images': [NAMED], 'bus_hot_min_hosts': 2}
+    # The test images' owner is the operator's project.
+    CACHE_FLAGS = {'prewarm_images': [NAMED], 'bus_hot_min_hosts': 2,
+                   'hot_image_owners': [base.fake.PROJECT_ID]}
 
     def setUp(self):
         super().setUp()
@@ -52,6 +54,9 @@ class PrewarmTaskTest(base.MirrorTestBase):
                                       properties={'mlaccel_hot': 'true'})
         self.unmarked = self.images.add(base.image_bytes('off', 2 * MIB),
                                         properties={'mlaccel_hot': 'false'})
+        self.tenants = self.images.add(base.image_bytes('tenant', 2 * MIB),
+                                       properties={'mlaccel_hot': 'true'},
+                                       owner=base.fake.PROJECT2_ID)
         self.bus_hot = self.images.add(base.image_bytes('bus', 2 * MIB))
         self.bus_cold = self.images.add(base.image_bytes('cold', 2 * MIB))
         # Hot: in two fresh reports. Cold: in one fresh and one stale.
@@ -72,8 +77,12 @@ class PrewarmTaskTest(base.MirrorTestBase):
                           self.bus_hot['id']: False}, self.cached())
         for image in (self.named, self.marked, self.bus_hot):
             self.assertEqual(1, self.images.downloads[image['id']])
-        for image in (self.unmarked, self.bus_cold):
+        for image in (self.unmarked, self.bus_cold, self.tenants):
             self.assertEqual(0, self.images.downloads[image['id']])
+        self.assertIn('Image %s is marked hot but its owner %s is not in '
+                      '[mlaccel_cinder] hot_image_owners'
+                      % (self.tenants['id'], base.fake.PROJECT2_ID),
+                      self.mlaccel_log.output)
         events = [(n['event_type'], n['payload'].get('source'))
                   for n in self.notifier.notifications
                   if n['event_type'] == 'mlaccel.mirror.prewarm']

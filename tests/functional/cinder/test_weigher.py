@@ -29,6 +29,7 @@ from cinder.scheduler import host_manager  # noqa: F401
 from cinder.volume import volume_utils
 
 from mlaccel.cinder import weigher
+from tests import fixtures as mlaccel_fixtures
 from tests.functional.cinder import base
 
 MIB = base.MIB
@@ -46,9 +47,8 @@ class GoldenImageWeigherTest(base.MirrorTestBase):
 
     def setUp(self):
         super().setUp()
-        cache = weigher.BackendReportCache()
-        self._patch(weigher, '_cache', cache)
-        self.addCleanup(cache.stop)
+        self.useFixture(mlaccel_fixtures.ProcessReportCache(
+            cls=weigher.BackendReportCache))
         self.second = self.start_service('volume', host='second')
         self.mirrors = {self.volume.host: self.driver.mirror,
                         'second': self.second.manager.driver.mirror}
@@ -75,7 +75,7 @@ class GoldenImageWeigherTest(base.MirrorTestBase):
     def wait_report(self, backend, image_id):
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            held = weigher.get_cache().snapshot().entry(backend)
+            held = weigher.get_cache().snapshot().get(backend)
             if held is not None and image_id in held.golden_images:
                 return
             time.sleep(0.1)

@@ -15,7 +15,7 @@
 Nova's fake driver boots nothing, so no task daemon could ever push its
 readiness. :class:`TaskdGuestDriver` keeps the fake driver's bookkeeping and,
 when a server is spawned, does what cloud-init does in a real guest, the
-way the test cloud's driver does (:mod:`mlaccel.testing.cloudinit`): it
+way the test cloud's driver does (:mod:`mlaccel_lab.testing.cloudinit`): it
 writes the files of the server's user-data (made by
 ``mlaccel.taskd.guest.user_data``: taskd's configuration, the VM's token,
 its TLS certificate and key, the launcher's certificate) under a guest root
@@ -40,7 +40,7 @@ import threading
 from nova import exception
 from nova.virt import fake
 
-from mlaccel.testing import cloudinit
+from mlaccel_lab.testing import cloudinit
 
 #: Root of the repository: the guests import the test tasks from it.
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -71,7 +71,7 @@ def boot(instance_uuid, user_data):
     image_conf = os.path.join(root, 'image.conf')
     with open(image_conf, 'w') as stream:
         stream.write('[mlaccel_taskd]\nallowed_tasks = %s\n' % TASKS)
-    command = [sys.executable, '-m', 'mlaccel.taskd'] + spec.argv[1:] + [
+    command = [sys.executable, '-m', 'mlaccel.cmd.taskd'] + spec.argv[1:] + [
         '--config-file', image_conf,
         '--tcp', '127.0.0.1:0',
         '--socket', os.path.join(root, 'taskd.sock'),

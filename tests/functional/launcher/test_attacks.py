@@ -20,6 +20,10 @@ a readiness notice for that VM naming the forged daemon: unsigned, and
 signed with another VM's token (a process in a sibling guest holds that
 one). The launch must ignore every forged push, send nothing to the forged
 daemon (least of all a token) and record the real daemons' results.
+
+A guest can also push for its own VM, with its own token, naming another
+host: the launcher must connect to none but the addresses Nova lists for
+the server.
 """
 
 import base64
@@ -38,7 +42,7 @@ from mlaccel import readiness as notices
 from mlaccel.taskd import client
 from mlaccel.taskd import guest as taskd_guest
 from mlaccel.taskd import protocol
-from mlaccel.taskd import readiness as taskd_readiness
+from mlaccel.taskd import ready_push
 from tests.functional.launcher import base
 from tests.functional.launcher import guest
 
@@ -46,15 +50,15 @@ from tests.functional.launcher import guest
 class ForgedDaemon:
     """A fake taskd that records every line it gets and says yes to all."""
 
-    def __init__(self, root):
+    def __init__(self, root, host='127.0.0.1'):
         self.lines = []
         self.unix_path = os.path.join(root, 'forged.sock')
         self.sockets = [socket.socket(socket.AF_UNIX),
                         socket.socket(socket.AF_INET)]
         self.sockets[0].bind(self.unix_path)
-        self.sockets[1].bind(('127.0.0.1', 0))
-        self.tcp_address = 'tcp:127.0.0.1:%d' % (
-            self.sockets[1].getsockname()[1])
+        self.sockets[1].bind((host, 0))
+        self.tcp_address = 'tcp:%s:%d' % (
+            host, self.sockets[1].getsockname()[1])
         for sock in self.sockets:
             sock.listen(16)
             threading.Thread(target=self._accept, args=(sock,),
@@ -127,7 +131,7 @@ class AttackTest(base.LauncherTestCase):
             for address in ('unix:' + self.forged.unix_path,
                             self.forged.tcp_address):
                 body = notices.notice(url, address, time.time(), [], 1)
-                self.refused.append(not taskd_readiness.push(
+                self.refused.append(not ready_push.push(
                     url, body, token=token, cafile=self.cafile, attempts=1))
 
     def test_forged_pushes_are_refused_and_reach_nothing(self):
@@ -176,3 +180,59 @@ class AttackTest(base.LauncherTestCase):
         self._wait_until(lambda: not [
             s for s in self.conn.compute.servers() if s.status != 'DELETED'],
             'the kept servers to be deleted')
+
+
+class SteeringTest(base.LauncherTestCase):
+    """Nova lists 127.0.0.1 for the server, where its daemon serves.
+
+    Before the daemon starts, the guest pushes its readiness, signed with
+    its own token, naming a daemon of its own on another host (127.0.0.2).
+    """
+
+    def setUp(self):
+        super().setUp()
+        port = self.neutron._ports[self.neutron.port_1['id']]
+        port['fixed_ips'] = [{'ip_address': '127.0.0.1',
+                              'subnet_id': self.neutron.subnet_1['id']}]
+        self.network = [{'port': port['id']}]
+        self.forged = ForgedDaemon(self.useFixture(fixtures.TempDir()).path,
+                                   host='127.0.0.2')
+        self.addCleanup(self.forged.close)
+        self.logs = self.useFixture(fixtures.FakeLogger())
+
+    def test_the_address_nova_lists_is_reached(self):
+        result = self._launch(1, network=self.network)
+        self.assertEqual('succeeded', result['outcome'], result['error'])
+        self.assertTrue(result['vms'][0]['address'].startswith(
+            'tcp:127.0.0.1:'))
+        self._assert_nothing_left()
+
+    def test_a_pushed_host_nova_does_not_list_is_never_reached(self):
+        root = self.useFixture(fixtures.TempDir()).path
+        real_boot = guest.boot
+
+        def boot(instance_uuid, user_data):
+            files = _guest_files(user_data)
+            conf = configparser.ConfigParser(interpolation=None)
+            conf.read_string(files[taskd_guest.CONF_PATH])
+            url = conf['mlaccel_taskd']['ready_url']
+            cafile = os.path.join(root, 'launcher.pem')
+            with open(cafile, 'w') as stream:
+                stream.write(files[taskd_guest.READY_CA_PATH])
+            self.assertTrue(ready_push.push(
+                url, notices.notice(url, self.forged.tcp_address,
+                                    time.time(), [], 1),
+                token=files[taskd_guest.TOKEN_PATH].strip(), cafile=cafile,
+                attempts=1))
+            return real_boot(instance_uuid, user_data)
+        self.useFixture(fixtures.MonkeyPatch(
+            'tests.functional.launcher.guest.boot', boot))
+        result = self._launch(1, network=self.network)
+        # The guest may spoil its own launch, and nothing more.
+        self.assertEqual('failed', result['outcome'])
+        self.assertEqual([], self.forged.lines)
+        self.assertIn('which Nova does not list for server %s; reaching it '
+                      'at tcp:127.0.0.1:' % result['vms'][0]['server_id'],
+                      self.logs.output)
+        self.assertNotIn('127.0.0.2', result['vms'][0]['address'])
+        self._assert_nothing_left()

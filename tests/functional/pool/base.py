@@ -25,8 +25,9 @@ from nova.tests import fixtures as nova_fixtures
 
 from mlaccel import conf as mlaccel_conf
 from mlaccel.launcher import api
-from mlaccel.launcher import readiness
+from mlaccel.launcher import ready_listener
 from mlaccel.pool import claims
+from mlaccel.pool import demand
 from mlaccel.pool import manager as pool_manager
 from mlaccel.pool import spec as pool_spec
 from mlaccel.pool import store as pool_store
@@ -53,7 +54,7 @@ class PoolTestCase(base.LauncherTestCase):
         self.addCleanup(self.locks.stop)
         self.store_dir = os.path.join(tmp, 'pools')
         self.store = pool_store.PoolStore(self.store_dir, lock=self.locks)
-        self.listener = readiness.ReadinessListener('127.0.0.1')
+        self.listener = ready_listener.ReadinessListener('127.0.0.1')
         self.listener.start()
         self.addCleanup(self.listener.stop)
         flavor = self.conn.compute.find_flavor(base.FLAVOR,
@@ -69,16 +70,19 @@ class PoolTestCase(base.LauncherTestCase):
             pass
 
     def manager(self, leader_lock=None, **kwargs):
+        # The harness's credentials name no project: the manager is told.
+        kwargs.setdefault('project_id', nova_fixtures.PROJECT_ID)
         return pool_manager.PoolManager(
             self.conn, self.store, mlaccel_conf.CONF,
             leader_lock=leader_lock, listener=self.listener,
             **dict(LAUNCH_OPTIONS, **kwargs))
 
     def claimer(self, store=None):
+        store = store or self.store
         return claims.Claimer(
-            store or self.store, self.conn,
-            project_id=nova_fixtures.PROJECT_ID,
-            timeout=mlaccel_conf.CONF.mlaccel_pool.health_timeout)
+            store, self.conn, project_id=nova_fixtures.PROJECT_ID,
+            timeout=mlaccel_conf.CONF.mlaccel_pool.health_timeout,
+            demand=demand.DemandLog(store))
 
     def launch(self, count, store=None, **kwargs):
         kwargs.setdefault('timeout', 60)

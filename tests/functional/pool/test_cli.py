@@ -12,7 +12,6 @@
 
 """``mlaccel launch`` as its own process takes members of a warm pool."""
 
-import dataclasses
 import json
 import os
 import signal
@@ -46,20 +45,19 @@ class PooledLaunchCommandTest(pool_base.PoolTestCase):
         self.http_api = self.cloud.http_api
         self.tmp = self.cloud.tmp
         self.clouds_yaml = self.cloud.clouds_yaml
-        # A token without a catalog names no project: the command keys
-        # its pools by project None, and so does this pool.
-        self.spec = dataclasses.replace(self.spec, project_id=None)
-        self.key = self.spec.key
 
     def _config(self):
         path = os.path.join(self.tmp, 'mlaccel.conf')
         conf = pool_base.mlaccel_conf.CONF
         with open(path, 'w') as stream:
+            # A token without a catalog names no project: the
+            # configuration does.
             stream.write('[mlaccel_pool]\nstate_dir = %s\ninterval = 0.2\n'
+                         'project_id = %s\n'
                          '[mlaccel_launcher]\nlisten_host = 127.0.0.1\n'
                          'poll_interval = 0.5\n'
                          '[mlaccel_statebus]\nbackend_url = %s\n'
-                         % (self.store_dir,
+                         % (self.store_dir, pool_base.nova_fixtures.PROJECT_ID,
                             conf.mlaccel_statebus.backend_url))
         return path
 
@@ -98,10 +96,11 @@ class PooledLaunchCommandTest(pool_base.PoolTestCase):
                    XDG_CONFIG_HOME=self.tmp)
         return env
 
-    def _command(self, code, *args):
+    def _command(self, command, *args):
         return subprocess.Popen(
-            [sys.executable, '-c', 'import sys; from mlaccel.pool import '
-             'cli; sys.exit(cli.%s(sys.argv[1:]))' % code] + list(args),
+            [sys.executable, '-c', 'import sys; from mlaccel.cmd import '
+             '%s; sys.exit(%s.main(sys.argv[1:]))' % (command, command)]
+            + list(args),
             cwd=guest.REPO, env=self._env(), stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
 
@@ -118,13 +117,13 @@ class PooledLaunchCommandTest(pool_base.PoolTestCase):
     def test_pool_create_and_manager_console_script(self):
         conf = self._config()
         status, out, err = self._finish(self._command(
-            'main', 'create', '--cloud', 'harness', '--image', base.IMAGE,
+            'pool', 'create', '--cloud', 'harness', '--image', base.IMAGE,
             '--flavor', 'm1.tiny', '--preload', 'json', '--min', '1',
             '--max', '2', '--config-file', conf))
         self.assertEqual(0, status, err)
         # Names resolved to ids: the key a launch of this kind looks for.
         self.assertEqual(self.key, out.strip())
-        manager = self._command('manager_main', '--cloud', 'harness',
+        manager = self._command('pool_manager', '--cloud', 'harness',
                                 '--config-file', conf)
         try:
             self._wait_until(lambda: len(self.idle()) == 1 or
@@ -137,13 +136,13 @@ class PooledLaunchCommandTest(pool_base.PoolTestCase):
         self.assertIsNone(pool_members.idle_health(self.idle()[0]))
         self.assert_only_members_left()
         status, _, err = self._finish(self._command(
-            'manager_main', '--config-file', '/nonexistent.conf'))
+            'pool_manager', '--config-file', '/nonexistent.conf'))
         self.assertEqual(2, status)
         self.assertIn('nonexistent.conf', err)
 
     def test_manager_killed_mid_refill_leaves_no_orphan(self):
         self.create_pool(3, 3)
-        manager = self._command('manager_main', '--cloud', 'harness',
+        manager = self._command('pool_manager', '--cloud', 'harness',
                                 '--config-file', self._config())
         try:
             # Killed once Nova has its first member, before any is recorded.

@@ -20,8 +20,10 @@ eventlet.
 import signal
 import threading
 import time
+import types
 
 from mlaccel.launcher import api
+from mlaccel.pool import demand
 from mlaccel.pool import members as pool_members
 from mlaccel.pool import store as pool_store
 from mlaccel.taskd import client
@@ -86,6 +88,30 @@ class PoolTest(pool_base.PoolTestCase):
         self.assertEqual(4, self.state()['stats']['tasks_served'])
         self.wait_servers(lambda found: not found, 'every server gone')
 
+    def test_every_launch_records_its_demand(self):
+        """Asked, got, and what the fresh VMs cost, pool or no pool yet."""
+        log = demand.DemandLog(self.store)
+        result = self.launch(2)
+        self.assertEqual('succeeded', result['outcome'], result['error'])
+        doc = log.read(pool_base.nova_fixtures.PROJECT_ID)
+        [ask] = doc['asks']
+        self.assertEqual([self.key, 2, 0], ask[1:])
+        self.assertEqual(demand.MISS, demand.outcome(2, 0))
+        entry = doc['keys'][self.key]
+        self.assertEqual(self.spec, log.spec_of(doc, self.key))
+        self.assertEqual(2, entry['fresh_samples'])
+        self.assertGreater(entry['fresh_overhead_s'], 0)
+
+        self.create_pool(1, 1)
+        self.manager().run_once()
+        result = self.launch(2)
+        self.assertEqual('succeeded', result['outcome'], result['error'])
+        doc = log.read(pool_base.nova_fixtures.PROJECT_ID)
+        self.assertEqual([[self.key, 2, 0], [self.key, 2, 1]],
+                         [ask[1:] for ask in doc['asks']])
+        # Only the VM created fresh adds a sample.
+        self.assertEqual(3, doc['keys'][self.key]['fresh_samples'])
+
     def test_sized_from_demand_and_shrinks_when_it_falls(self):
         self.create_pool(0, 5)
         now = time.time()
@@ -123,7 +149,7 @@ class PoolTest(pool_base.PoolTestCase):
 
         def claim(launch):
             gate.wait()
-            claimer.claim(launch, base.IMAGE, flavor, None)
+            launch.adopt(claimer.claim(launch, base.IMAGE, flavor, None))
         threads = [threading.Thread(target=claim, args=(launch,))
                    for launch in launches]
         for thread in threads:
@@ -314,8 +340,8 @@ class PoolTest(pool_base.PoolTestCase):
             listener=self.listener, preload=pool_base.PRELOAD,
             **pool_base.LAUNCH_OPTIONS)
         # Another project's launches look for another pool.
-        self.assertEqual(0, other.claim(launch, base.IMAGE,
-                                        self.spec.flavor_id, None))
+        self.assertEqual(0, len(other.claim(
+            launch, base.IMAGE, self.spec.flavor_id, None)))
         self.assertEqual([member], self.idle())
         # Even a pool state naming that project does not hand it over:
         # Nova says whose server it is.
@@ -326,10 +352,100 @@ class PoolTest(pool_base.PoolTestCase):
         with self.store.transaction(other_key,
                                     create=self.state()):
             pass
-        self.assertEqual(0, other.claim(launch, base.IMAGE,
-                                        self.spec.flavor_id, None))
+        self.assertEqual(0, len(other.claim(
+            launch, base.IMAGE, self.spec.flavor_id, None)))
         self.assertIsNone(launch.vms[0].pooled)
         self.assertEqual({}, self.store.read(other_key)['members'])
+
+    def _launch_of_one(self):
+        return api.Launch(self.conn, api.LaunchSpec(
+            base.IMAGE, 'ignored', 1, protocol.TaskSpec(base.ECHO)),
+            listener=self.listener, preload=pool_base.PRELOAD,
+            **pool_base.LAUNCH_OPTIONS)
+
+    def _copy_pool(self, project_id):
+        """The pool's state, members and all, as a pool of ``project_id``."""
+        state = self.state()
+        state['spec']['project_id'] = project_id
+        key = pool_base.pool_spec.PoolSpec.from_dict(state['spec']).key
+        state['key'] = key
+        with self.store.transaction(key, create=state):
+            pass
+        return key
+
+    def test_no_claim_while_the_project_is_unknown(self):
+        # Before, an unknown project skipped Nova's check: a launch whose
+        # credentials name no project took the members of a pool keyed by
+        # no project (as "pool create" made them with such credentials).
+        self.create_pool(1, 1)
+        self.manager().run_once()
+        key = self._copy_pool(None)
+        member = self.store.read(key)['members']
+        blind = pool_base.claims.Claimer(self.store, self.conn)
+        self.assertIsNone(blind.project_id)
+        launch = self._launch_of_one()
+        self.assertEqual(0, len(blind.claim(
+            launch, base.IMAGE, self.spec.flavor_id, None)))
+        self.assertIsNone(launch.vms[0].pooled)
+        # Nothing lost: the member is still idle, with its token.
+        self.assertEqual(member, self.store.read(key)['members'])
+        self.assertEqual(set(member), set(self.servers()))
+
+    def test_member_whose_project_nova_does_not_name_stays_idle(self):
+        self.create_pool(1, 1)
+        self.manager().run_once()
+        member = self.idle()[0]
+        compute = self.conn.compute
+
+        class Unnamed:
+            """Nova's answers, without the server's project."""
+
+            def __getattr__(self, name):
+                return getattr(compute, name)
+
+            def get_server(self, server_id):
+                server = compute.get_server(server_id)
+                server.project_id = None
+                return server
+
+        conn = types.SimpleNamespace(compute=Unnamed())
+        claimer = pool_base.claims.Claimer(
+            self.store, conn, project_id=pool_base.nova_fixtures.PROJECT_ID)
+        launch = self._launch_of_one()
+        self.assertEqual(0, len(claimer.claim(
+            launch, base.IMAGE, self.spec.flavor_id, None)))
+        self.assertIsNone(launch.vms[0].pooled)
+        # Back in the pool (under the token its daemon now holds), not
+        # deleted, and healthy.
+        [back] = self.idle()
+        self.assertEqual(member['server_id'], back['server_id'])
+        self.assertIn(member['server_id'], self.servers())
+        self.assertIsNone(pool_members.idle_health(back))
+        self.assertEqual(0, self.state()['stats']['claimed'])
+
+    def test_manager_tends_only_its_projects_pools(self):
+        # Before, the manager tended every pool of its store, creating
+        # members of another project's pool with its own credentials.
+        self.create_pool(0, 1)
+        other = pool_base.pool_spec.PoolSpec(
+            'other-project', base.IMAGE, self.spec.flavor_id,
+            preload=pool_base.PRELOAD)
+        with self.store.transaction(other.key, create=pool_store.new_state(
+                other, 1, 1, 3)):
+            pass
+        manager = self.manager()
+        manager.run_once()
+        self.assertEqual({}, self.store.read(other.key)['members'])
+        self.assertEqual({}, self.servers())
+        self.assertFalse(manager.tend(other.key))
+        # Nor does a manager that cannot tell its project tend its own.
+        with self.store.transaction(self.key) as state:
+            state['bounds']['min'] = 1
+        self.assertIsNone(pool_base.claims.project_of(self.conn))
+        self.assertFalse(self.manager(project_id=None).tend(self.key))
+        self.assertEqual({}, self.state()['members'])
+        self.assertTrue(manager.tend(self.key))
+        self.assertEqual(1, len(self.idle()))
 
     def test_only_the_leader_acts(self):
         self.create_pool(1, 1)

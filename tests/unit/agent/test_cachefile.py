@@ -12,6 +12,7 @@
 
 """Putting images into Nova's cache: real files, real qemu-img, real locks."""
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -24,6 +25,7 @@ import testtools
 from mlaccel.agent import cachefile
 from mlaccel.agent import inventory
 from tests.unit.agent import base
+from tests import unsafe_images
 
 DATA = os.urandom(3 * 4096 + 17)
 
@@ -176,3 +178,63 @@ class WriteTest(base.NodeTestCase):
         image = base.image('img', DATA, disk_format='qcow2')
         self.assertRaises(cachefile.FetchFailed, self.write, image)
         self.assertEqual([], self.cache_files())
+
+
+class HostileImageTest(base.NodeTestCase):
+    """Images that name host files never reach Nova's cache (OSSA-2024-001).
+
+    Real qemu-img makes each image and, where the agent gets that far,
+    converts it; nothing is mocked.
+    """
+
+    NOVA_CONF = 'force_raw_images = true\n'
+
+    def setUp(self):
+        super().setUp()
+        self.uploads = self.useFixture(fixtures.TempDir()).path
+
+    def assertRefused(self, path, disk_format, error=cachefile.Unsafe):
+        data = unsafe_images.read(path)
+        exc = self.assertRaises(
+            error, cachefile.write, self.settings,
+            base.image('img', data, disk_format=disk_format),
+            base.chunks(data), 0)
+        self.assertEqual([], self.cache_files())
+        return exc
+
+    def test_backing_file_refused(self):
+        exc = self.assertRefused(unsafe_images.backing_file(self.uploads),
+                                 'qcow2')
+        self.assertIn('safety check', str(exc))
+
+    def test_backing_file_refused_without_conversion(self):
+        """Kept as qcow2, Nova would open the backing file at boot."""
+        self.settings = dataclasses.replace(self.settings, force_raw=False)
+        self.assertRefused(unsafe_images.backing_file(self.uploads), 'qcow2')
+
+    def test_external_data_file_refused(self):
+        exc = self.assertRefused(unsafe_images.data_file(self.uploads),
+                                 'qcow2')
+        self.assertIn('safety check', str(exc))
+
+    def test_qcow2_declared_raw_refused(self):
+        exc = self.assertRefused(unsafe_images.plain_qcow2(self.uploads),
+                                 'raw')
+        self.assertIn('declared raw but holds qcow2', str(exc))
+
+    def test_backing_file_declared_raw_refused(self):
+        self.assertRefused(unsafe_images.backing_file(self.uploads), 'raw')
+
+    def test_vmdk_descriptor_naming_a_host_file_refused(self):
+        self.assertRefused(unsafe_images.vmdk_descriptor(self.uploads),
+                           'vmdk')
+
+    def test_unknown_disk_format_refused(self):
+        self.assertRefused(unsafe_images.plain_qcow2(self.uploads), 'foo')
+
+    def test_virtual_size_beyond_the_disk_refused_before_converting(self):
+        """A 1 MiB qcow2 of a 64 TiB disk: the headroom check sees 64 TiB."""
+        exc = self.assertRefused(
+            unsafe_images.plain_qcow2(self.uploads, '64T'), 'qcow2',
+            error=cachefile.NoRoom)
+        self.assertIn('%d bytes' % (64 << 40), str(exc))

@@ -151,6 +151,7 @@ class UnreachableTest(base.NodeTestCase):
         self.assertTrue(self.wait_logged(listener))
         listener.stop()  # prompt, although never connected
         self.assertFalse(listener.connected.is_set())
+        self.assertEqual(1, self.log.output.count('retrying with backoff'))
         self.assertNotIn('secretpw', self.log.output)
 
     def wait_logged(self, listener, timeout=30):

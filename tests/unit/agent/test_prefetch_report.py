@@ -123,7 +123,8 @@ class ReporterTest(base.NodeTestCase):
         self.cache = inventory.ImageCache(self.settings.cache_dir)
         self.cache.learn(['img'])
         self.builds = builds.BuildTracker(initial=3)
-        self.publisher = publisher.Publisher('cmp1', self.conf.conf)
+        self.publisher = publisher.Publisher(
+            'cmp1', self.conf.conf, host_keys=self.bus.host_keys('cmp1'))
         self.reporter = report.Reporter(
             self.publisher, lambda: report.assemble(
                 'cmp1', self.cache, self.builds),

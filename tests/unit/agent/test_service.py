@@ -26,8 +26,8 @@ from tests import fixtures as mlaccel_fixtures
 from tests.unit.agent import base
 
 AGENT = [sys.executable, '-c',
-         'import sys; from mlaccel.agent import service; '
-         'sys.exit(service.main())']
+         'import sys; from mlaccel.cmd import agent; '
+         'sys.exit(agent.main())']
 
 # Writes half an image into the cache the agent's way, then hangs.
 KILLED_FETCH = '''
@@ -59,9 +59,12 @@ class ServiceTest(base.NodeTestCase):
     def write_conf(self, extra=''):
         with open(self.mlaccel_conf, 'w') as f:
             f.write('[mlaccel_statebus]\nbackend_url = %s\n'
+                    'host_key_file = %s\npublisher_state_dir = %s\n'
                     '[mlaccel_agent]\nnova_config_files = %s\n'
                     'hot_images = img\nscan_interval = 0.2\n%s'
-                    % (self.bus.url, self.nova_conf, extra))
+                    % (self.bus.url, self.bus.host_key_file(self.HOST),
+                       self.conf.conf.mlaccel_statebus.publisher_state_dir,
+                       self.nova_conf, extra))
 
     def spawn(self, *args):
         self.log_file = os.path.join(self.root, 'agent.log')
@@ -161,6 +164,8 @@ class AgentFaultsTest(base.NodeTestCase):
         bus = self.useFixture(mlaccel_fixtures.StateBus(conf.conf, 'redis'))
         conf.set('mlaccel_agent', nova_config_files=[self.nova_conf],
                  hot_images=['img'], scan_interval=0.1, report_interval=1)
+        conf.set('mlaccel_statebus',
+                 host_key_file=bus.host_key_file(self.HOST))
         port = mlaccel_fixtures.free_port()
         # keystoneauth logs its failed discovery on the root logger.
         self.useFixture(fixtures.FakeLogger(name='keystoneauth'))
@@ -230,3 +235,43 @@ class BuildLimitCapTest(base.NodeTestCase):
         agent = self.agent(initial_build_limit=4, max_build_limit=32)
         self.assertEqual(4, agent.builds.limit)
         self.assertEqual(32, agent.builds.limiter.max_limit)
+
+
+class ReloadTest(base.NodeTestCase):
+    """SIGHUP's reload reaches the agent's intervals and hot images."""
+
+    def write(self, report_interval, hot_images, fetches):
+        with open(self.path, 'w') as f:
+            f.write('[mlaccel_statebus]\nbackend_url = file://%s\n'
+                    'allow_unsigned_reports = true\n'
+                    '[mlaccel_agent]\nnova_config_files = %s\n'
+                    'listen_notifications = false\n'
+                    'report_interval = %s\nscan_interval = %s\n'
+                    'hot_images = %s\nmax_concurrent_fetches = %d\n'
+                    % (os.path.join(self.root, 'bus'), self.nova_conf,
+                       report_interval, report_interval / 10, hot_images,
+                       fetches))
+
+    def test_reload_applies_mutable_options_only(self):
+        from oslo_config import cfg
+
+        from mlaccel.agent import service
+        from mlaccel import conf as mlaccel_conf
+        from mlaccel import daemon
+
+        self.path = os.path.join(self.root, 'mlaccel.conf')
+        self.write(10.0, 'img', 2)
+        conf = cfg.ConfigOpts()
+        mlaccel_conf.register_opts(conf)
+        conf(['--config-file', self.path], project='mlaccel',
+             default_config_files=[], default_config_dirs=[])
+        agent = service.Agent(conf)
+        self.assertEqual((10.0, 1.0), (agent.reporter.interval,
+                                       agent.reporter.tick))
+        self.write(5.0, 'img,other', 7)
+        daemon.reload_config(conf)
+        self.assertEqual((5.0, 0.5), (agent.reporter.interval,
+                                      agent.reporter.tick))
+        self.assertEqual(['img', 'other'], conf.mlaccel_agent.hot_images)
+        # Not mutable: the running agent keeps its fetch pool.
+        self.assertEqual(2, conf.mlaccel_agent.max_concurrent_fetches)

@@ -16,8 +16,10 @@ import tempfile
 import fixtures
 
 from mlaccel.cinder import imagewrite
+from mlaccel import imagesafety
 
 from tests import testcase
+from tests import unsafe_images
 
 MIB = 1024 * 1024
 
@@ -117,3 +119,51 @@ class WriterTest(testcase.TestCase):
                 self.assertEqual(b'abc', f.read(3))
             else:
                 self.skipTest('%s takes O_DIRECT' % shm)
+
+
+class ListSink:
+    """Keeps what it is given."""
+
+    def __init__(self):
+        self.chunks = []
+
+    def write(self, chunk):
+        self.chunks.append(chunk)
+
+
+class RawOnlyTest(testcase.TestCase):
+    """Only raw bytes reach the volume; images made by the real qemu-img."""
+
+    def setUp(self):
+        super().setUp()
+        self.sink = ListSink()
+
+    def stream(self, data, size=65536):
+        raw = imagewrite.RawOnly(self.sink, 'img')
+        for i in range(0, len(data), size):
+            raw.write(data[i:i + size])
+        raw.finish()
+        return b''.join(self.sink.chunks)
+
+    def test_raw_passes_unchanged(self):
+        data = os.urandom(3 * imagewrite.PREFIX + 5)
+        self.assertEqual(data, self.stream(data))
+
+    def test_short_raw_written_when_the_stream_ends(self):
+        data = os.urandom(1000)
+        self.assertEqual(data, self.stream(data))
+
+    def test_qcow2_declared_raw_writes_nothing(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        data = unsafe_images.read(unsafe_images.backing_file(tmp))
+        exc = self.assertRaises(imagesafety.UnsafeImage, self.stream, data)
+        self.assertIn('qcow2 safety check', str(exc))
+        self.assertEqual([], self.sink.chunks)
+
+    def test_large_qcow2_declared_raw_stops_after_the_prefix(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+        head = unsafe_images.read(unsafe_images.plain_qcow2(tmp))
+        data = head + os.urandom(2 * imagewrite.PREFIX)
+        exc = self.assertRaises(imagesafety.UnsafeImage, self.stream, data)
+        self.assertIn('declared raw but holds qcow2', str(exc))
+        self.assertEqual([], self.sink.chunks)

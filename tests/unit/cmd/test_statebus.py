@@ -18,9 +18,11 @@ and leaves nothing on disk.
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
+import time
 
 import fixtures
 
@@ -57,17 +59,36 @@ class StatebusCommandTest(testcase.TestCase):
                 found[os.path.join(top, name)] = (st.st_size, st.st_mtime_ns)
         return found
 
-    def run_cmd(self, *argv, config=True, stdin=None):
+    def command(self, argv, config):
+        """The command line and environment of ``mlaccel-statebus argv``."""
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             filter(None, [ROOT, os.environ.get('PYTHONPATH')])))
         env.pop('PYTHONWARNINGS', None)
         args = [sys.executable, '-m', 'mlaccel.cmd.statebus']
         if config:
             args += ['--config-file', self.conf]
-        proc = subprocess.run(args + list(argv), cwd=self.tmp, env=env,
-                              input=stdin, capture_output=True, text=True,
-                              timeout=120)
-        return proc
+        return args + list(argv), env
+
+    def run_cmd(self, *argv, config=True, stdin=None):
+        args, env = self.command(argv, config)
+        return subprocess.run(args, cwd=self.tmp, env=env, input=stdin,
+                              capture_output=True, text=True, timeout=120)
+
+    def popen_cmd(self, *argv):
+        args, env = self.command(argv, True)
+        return subprocess.Popen(args, cwd=self.tmp, env=env, text=True,
+                                stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+
+    def signed_conf(self, deployment_key, host_key):
+        """A config file of a signed bus with these key files; its path."""
+        return self.write('k.conf', '[mlaccel_statebus]\n'
+                          'backend_url = file://%s\n'
+                          'deployment_key_file = %s\n'
+                          'host_key_file = %s\n'
+                          'publisher_state_dir = %s\n' % (
+                              self.bus, deployment_key, host_key,
+                              os.path.join(self.tmp, 'state')))
 
     def assert_refused(self, proc, *words):
         """One line on stderr naming ``words``; nothing new on disk."""
@@ -132,7 +153,14 @@ class StatebusCommandTest(testcase.TestCase):
                                'deployment_key_file = %s\n' % (self.bus, key))
         self.assert_refused(self.run_cmd('show'), 'accessible to other users')
 
+    def test_show_needs_a_deployment_key(self):
+        self.assert_refused(self.run_cmd('show'), 'deployment_key_file',
+                            'allow_unsigned_reports')
+
     def test_show_creates_nothing(self):
+        self.conf = self.write('u.conf', '[mlaccel_statebus]\n'
+                               'backend_url = file://%s\n'
+                               'allow_unsigned_reports = true\n' % self.bus)
         proc = self.run_cmd('show', '--json')
         self.assertEqual(0, proc.returncode, proc.stderr)
         self.assertEqual([], json.loads(proc.stdout))
@@ -144,7 +172,7 @@ class StatebusCommandTest(testcase.TestCase):
         redis.kill()
         self.conf = self.write('r.conf', '[mlaccel_statebus]\n'
                                'backend_url = redis://u:pw-6@127.0.0.1:%d\n'
-                               % port)
+                               'allow_unsigned_reports = true\n' % port)
         proc = self.run_cmd('show')
         self.assertEqual(1, proc.returncode)
         self.assertIn('cannot be read', proc.stderr)
@@ -162,14 +190,11 @@ class StatebusCommandTest(testcase.TestCase):
         self.assertEqual(0, proc.returncode, proc.stderr)
         for path in (dk, hk):
             self.assertEqual(0o600, stat.S_IMODE(os.stat(path).st_mode))
-        self.assertEqual(
-            keys.derive(keys.read_deployment_key(dk), 'cmp1'),
-            keys.read_host_key(hk))
+        deployment = keys.read_deployment_keys(dk)
+        self.assertEqual(keys.derive_all(deployment, ['cmp1']),
+                         keys.read_host_keys(hk))
 
-        self.conf = self.write('k.conf', '[mlaccel_statebus]\n'
-                               'backend_url = file://%s\n'
-                               'deployment_key_file = %s\n'
-                               'host_key_file = %s\n' % (self.bus, dk, hk))
+        self.conf = self.signed_conf(dk, hk)
         self.write('r.json', '{"host": "cmp1", "build_limit": 2}')
         proc = self.run_cmd('publish', '--once', 'r.json')
         self.assertEqual(0, proc.returncode, proc.stderr)
@@ -180,6 +205,47 @@ class StatebusCommandTest(testcase.TestCase):
         self.assertEqual(['cmp1'], [r['host'] for r in json.loads(
             proc.stdout)])
         self.assertEqual(2, json.loads(proc.stdout)[0]['build_limit'])
+        self.assertEqual(deployment[0].id,
+                         json.loads(proc.stdout)[0]['key_id'])
+
+    def test_publish_repeats_until_interrupted(self):
+        dk = os.path.join(self.tmp, 'deployment.key')
+        hk = os.path.join(self.tmp, 'cmp1.key')
+        keys.write_key(dk, keys.generate())
+        keys.write_key(hk, keys.format_host_keys(keys.derive_all(
+            keys.read_deployment_keys(dk), ['cmp1'])))
+        self.conf = self.signed_conf(dk, hk)
+        self.write('r.json', '{"host": "cmp1"}')
+        proc = self.popen_cmd('publish', '--interval', '0.2', 'r.json')
+        self.addCleanup(proc.kill)
+        stamps = set()
+        deadline = time.monotonic() + 60  # a hang guard only
+        while len(stamps) < 2 and time.monotonic() < deadline:
+            shown = self.run_cmd('show', '--json')
+            stamps.update(r['timestamp'] for r in json.loads(shown.stdout))
+        self.assertEqual(2, len(stamps), 'the report was not re-stamped')
+        proc.send_signal(signal.SIGINT)
+        self.assertEqual(0, proc.wait(60), proc.stderr.read())
+        self.assertEqual([], json.loads(self.run_cmd('show',
+                                                     '--json').stdout))
+
+    def test_rotate_then_derive_both_keys(self):
+        dk = os.path.join(self.tmp, 'deployment.key')
+        hk = os.path.join(self.tmp, 'node.key')
+        self.run_cmd('keygen', '--output', dk, config=False)
+        old = keys.read_deployment_keys(dk)
+        proc = self.run_cmd('rotate', '--deployment-key-file', dk,
+                            config=False)
+        self.assertEqual(0, proc.returncode, proc.stderr)
+        new = keys.read_deployment_keys(dk)
+        self.assertEqual(old, new[1:])
+        self.assertIn(new[0].id, proc.stdout)
+        proc = self.run_cmd('derive', '--deployment-key-file', dk,
+                            '--host', 'node@a', '--host', 'node@b',
+                            '--output', hk, config=False)
+        self.assertEqual(0, proc.returncode, proc.stderr)
+        self.assertEqual(keys.derive_all(new, ['node@a', 'node@b']),
+                         keys.read_host_keys(hk))
 
     def test_keys_are_never_overwritten(self):
         dk = self.write('deployment.key', 'kept\n')
@@ -197,7 +263,7 @@ class StatebusCommandTest(testcase.TestCase):
         out = os.path.join(self.tmp, 'out.key')
         self.assert_refused(self.run_cmd(
             'derive', '--deployment-key-file', dk, '--host', 'cmp1',
-            '--output', out, config=False), 'fewer than')
+            '--output', out, config=False), 'at least 32 characters')
         self.assert_refused(self.run_cmd(
             'derive', '--deployment-key-file', dk, '--output', out,
             config=False), '--host')

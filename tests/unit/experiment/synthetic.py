@@ -23,11 +23,11 @@ tasks); the arms are stock and those without pools.
 import dataclasses
 import random
 
-from mlaccel.experiment import arms as arms_mod
-from mlaccel.experiment import protocol
-from mlaccel.experiment import results as results_mod
-from mlaccel.experiment import workload as workload_mod
 from mlaccel.launcher import record
+from mlaccel_lab.experiment import arms as arms_mod
+from mlaccel_lab.experiment import protocol
+from mlaccel_lab.experiment import results as results_mod
+from mlaccel_lab.experiment import workload as workload_mod
 
 COSTS = {'schedule_stock': 0.05, 'schedule_plugins': 0.06, 'build': 1.0,
          'download_bandwidth': 250e6, 'copy_bandwidth': 150e6,

@@ -12,8 +12,8 @@
 
 """The arms as data and the interleaved, seeded protocol."""
 
-from mlaccel.experiment import arms
-from mlaccel.experiment import protocol
+from mlaccel_lab.experiment import arms
+from mlaccel_lab.experiment import protocol
 from tests import testcase
 
 

@@ -14,7 +14,7 @@
 
 import simpy
 
-from mlaccel.experiment import bandwidth
+from mlaccel_lab.experiment import bandwidth
 from tests import testcase
 
 

@@ -15,12 +15,12 @@
 import os
 import tempfile
 
-from mlaccel.experiment import arms
-from mlaccel.experiment import calibration
-from mlaccel.experiment import production
-from mlaccel.experiment import schema
-from mlaccel.experiment import validation
-from mlaccel.experiment import workload
+from mlaccel_lab.experiment import arms
+from mlaccel_lab.experiment import calibration
+from mlaccel_lab.experiment import production
+from mlaccel_lab.experiment import schema
+from mlaccel_lab.experiment import validation
+from mlaccel_lab.experiment import workload
 from tests import testcase
 from tests.unit.experiment import synthetic
 

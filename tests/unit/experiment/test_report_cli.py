@@ -21,13 +21,13 @@ import re
 import fixtures
 import yaml
 
-from mlaccel.experiment import charts
-from mlaccel.experiment import cli
-from mlaccel.experiment import report
-from mlaccel.experiment import results as results_mod
-from mlaccel.experiment import runner as runner_mod
-from mlaccel.experiment import schema
-from mlaccel.experiment import workload
+from mlaccel_lab.experiment import charts
+from mlaccel_lab.experiment import cli
+from mlaccel_lab.experiment import report
+from mlaccel_lab.experiment import results as results_mod
+from mlaccel_lab.experiment import runner as runner_mod
+from mlaccel_lab.experiment import schema
+from mlaccel_lab.experiment import workload
 from tests import testcase
 from tests.unit.experiment import synthetic
 
@@ -195,7 +195,7 @@ class TestRunnerFailure(testcase.TestCase):
 
     def test_a_cloud_that_does_not_come_up_is_one_line_and_closed(self):
         self.useFixture(fixtures.MonkeyPatch(
-            'mlaccel.experiment.cli.RUNNERS',
+            'mlaccel_lab.experiment.cli.RUNNERS',
             dict(cli.RUNNERS, down=__name__ + ':_CloudDown')))
         output = self.useFixture(fixtures.TempDir()).path
         status, out, err = _main(['run', 'down', '--output', output,

@@ -16,14 +16,15 @@ import dataclasses
 
 import jsonschema
 
-from mlaccel.experiment import arms
-from mlaccel.experiment import calibration
-from mlaccel.experiment import results
-from mlaccel.experiment import runner
-from mlaccel.experiment import simulator
-from mlaccel.experiment import stats
-from mlaccel.experiment import steps
-from mlaccel.experiment import workload as wl
+from mlaccel_lab.experiment import arms
+from mlaccel_lab.experiment import calibration
+from mlaccel_lab.experiment import results
+from mlaccel_lab.experiment import runner
+from mlaccel_lab.experiment import simrunner
+from mlaccel_lab.experiment import simulator
+from mlaccel_lab.experiment import stats
+from mlaccel_lab.experiment import steps
+from mlaccel_lab.experiment import workload as wl
 from tests import testcase
 
 MIB = wl.MIB
@@ -172,12 +173,12 @@ class TestSimulatedRunner(testcase.TestCase):
     def test_results_match_the_schema_and_are_seeded(self):
         made = wl.load()
         chosen = arms.ablation_arms()
-        first = runner.execute(simulator.SimulatedRunner(calib()), made,
+        first = runner.execute(simrunner.SimulatedRunner(calib()), made,
                                chosen, progress=False)
         jsonschema.validate(first, results.SCHEMA)
         self.assertFalse(first['measured'])
         self.assertEqual(4 * len(chosen), len(first['runs']))
-        again = runner.execute(simulator.SimulatedRunner(calib()), made,
+        again = runner.execute(simrunner.SimulatedRunner(calib()), made,
                                chosen, progress=False)
         self.assertEqual(first['runs'][5]['costs'],
                          again['runs'][5]['costs'])
@@ -185,7 +186,7 @@ class TestSimulatedRunner(testcase.TestCase):
     def test_a_short_runner_is_refused_and_closed(self):
         closed = []
 
-        class Short(simulator.SimulatedRunner):
+        class Short(simrunner.SimulatedRunner):
             def run(self, arm, workload, done):
                 out = super().run(arm, workload, done)
                 out['records'] = out['records'][1:]
@@ -214,7 +215,7 @@ class TestSteps(testcase.TestCase):
         self.assertGreater(found.steps, 100)
         shape['task']['steps'] = found.steps
         longer = wl.generate(shape, seed=2)
-        out = runner.execute(simulator.SimulatedRunner(cal), longer,
+        out = runner.execute(simrunner.SimulatedRunner(cal), longer,
                              [arms.STOCK], warmup=0, progress=False)
         share = stats.running_share_pct(out)
         self.assertGreaterEqual(share, 60.0 - 0.5)

@@ -14,9 +14,9 @@
 
 import numpy
 
-from mlaccel.experiment import arms
-from mlaccel.experiment import results
-from mlaccel.experiment import stats
+from mlaccel_lab.experiment import arms
+from mlaccel_lab.experiment import results
+from mlaccel_lab.experiment import stats
 from tests import testcase
 from tests.unit.experiment import synthetic
 

@@ -16,12 +16,12 @@ import threading
 
 import fixtures
 
-from mlaccel.experiment import arms
-from mlaccel.experiment import report
-from mlaccel.experiment import results
-from mlaccel.experiment import runner
-from mlaccel.experiment import workload as wl
 from mlaccel.launcher import record
+from mlaccel_lab.experiment import arms
+from mlaccel_lab.experiment import report
+from mlaccel_lab.experiment import results
+from mlaccel_lab.experiment import runner
+from mlaccel_lab.experiment import workload as wl
 from tests import testcase
 
 

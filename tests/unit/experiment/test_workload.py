@@ -17,8 +17,8 @@ import tempfile
 
 import yaml
 
-from mlaccel.experiment import schema
-from mlaccel.experiment import workload
+from mlaccel_lab.experiment import schema
+from mlaccel_lab.experiment import workload
 from tests import testcase
 
 

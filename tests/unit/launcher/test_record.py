@@ -23,10 +23,10 @@ import threading
 import fixtures
 from oslo_config import cfg
 
-from mlaccel.launcher import actions
-from mlaccel.launcher import events
 from mlaccel.launcher import record
 from mlaccel import lifecycle
+from mlaccel.nova import actions
+from mlaccel.nova import notifications as events
 
 from tests import testcase
 

@@ -12,42 +12,23 @@
 
 """``mlaccel pool``: list, members, set and delete on a real store."""
 
-import os
 import subprocess
 import sys
 import time
 
-import fixtures
-
-from mlaccel.pool import spec as pool_spec
 from mlaccel.pool import store as pool_store
-
+from tests import fixtures as mlaccel_fixtures
 from tests import testcase
 
-SPEC = pool_spec.PoolSpec('proj', 'img', 'flv', preload=['json'])
-TOKEN = 'member-token-0123456789'
+SPEC, TOKEN = mlaccel_fixtures.OnePool.SPEC, mlaccel_fixtures.OnePool.TOKEN
 
 
 class TestPoolCli(testcase.TestCase):
 
     def setUp(self):
         super().setUp()
-        tmp = self.useFixture(fixtures.TempDir()).path
-        self.dir = os.path.join(tmp, 'pools')
-        self.conf = os.path.join(tmp, 'mlaccel.conf')
-        with open(self.conf, 'w') as stream:
-            stream.write('[mlaccel_pool]\nstate_dir = %s\n'
-                         '[mlaccel_statebus]\nbackend_url = file://%s\n'
-                         % (self.dir, os.path.join(tmp, 'bus')))
-        state = pool_store.new_state(SPEC, 1, 3, 4)
-        state['members']['s1'] = {
-            'server_id': 's1', 'name': 'n1', 'state': pool_store.IDLE,
-            'tasks': 2, 'idle_since': 1.0, 'ready_at': 1.0, 'holder': None,
-            'token': TOKEN}
-        state['stats'].update(idle_vm_s=30.0, tasks_served=3)
-        with pool_store.PoolStore(self.dir).transaction(SPEC.key,
-                                                        create=state):
-            pass
+        pool = self.useFixture(mlaccel_fixtures.OnePool())
+        self.dir, self.conf = pool.dir, pool.conf
 
     def cli(self, *args):
         process = subprocess.run(
@@ -77,6 +58,25 @@ class TestPoolCli(testcase.TestCase):
         fields = dict(zip(header.split(), row.split()))
         self.assertEqual('2', fields['create_failures'])
         self.assertTrue(3000 < float(fields['paused_s']) <= 3600, out)
+
+    def test_list_counts_members_in_full_and_states_the_budget(self):
+        with pool_store.PoolStore(self.dir).transaction(SPEC.key) as state:
+            state['stats'].update(build_vm_s=40.0)
+        with open(self.conf, 'a') as stream:
+            stream.write('[mlaccel_pool]\nlearn = true\n'
+                         'learn_projects = proj\n'
+                         'budget_members = 3\n')
+        code, out, err = self.cli('list')
+        self.assertEqual(0, code, err)
+        header, row, budget = out.splitlines()
+        fields = dict(zip(header.split(), row.split()))
+        self.assertEqual('operator', fields['origin'])
+        # Build, boot and preload counted beside the idle time.
+        self.assertAlmostEqual(float(fields['idle_vm_s']) + 40.0,
+                               float(fields['member_vm_s']), delta=1.0)
+        self.assertEqual('budget: 1 of 3 warm members (96 idle VM-hours a '
+                         'day, counted as idle all day); learned pools for '
+                         'projects proj', budget)
 
     def test_set_bounds_checked_and_kept(self):
         code, _, err = self.cli('set', SPEC.key, '--min', '5')

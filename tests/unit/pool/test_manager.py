@@ -12,13 +12,18 @@
 
 """The manager's target size: demand, bounds and capacity back-off."""
 
+import os
+import stat
 import types
+
+import fixtures
 
 from mlaccel import conf as mlaccel_conf
 from mlaccel.pool import manager
 from mlaccel.pool import spec as pool_spec
 from mlaccel.pool import store as pool_store
 
+from tests import fixtures as mlaccel_fixtures
 from tests import testcase
 
 SPEC = pool_spec.PoolSpec('proj', 'img', 'flv')
@@ -55,6 +60,22 @@ class TestTarget(testcase.TestCase):
                        lead_time_s=20.0, capacity_until=1100.0)
         self.assertEqual(2, manager.target(state, GROUP, 1000.0))
         self.assertEqual(6, manager.target(state, GROUP, 1100.0))
+
+
+class TestLearning(testcase.TestCase):
+
+    def test_a_learning_manager_makes_the_store_launchers_record_into(self):
+        """No pool yet: the manager's round makes the private store."""
+        directory = os.path.join(self.useFixture(
+            fixtures.TempDir()).path, 'pools')
+        conf = self.useFixture(mlaccel_fixtures.GlobalConf())
+        conf.set('mlaccel_pool', learn=True, learn_projects=['proj'])
+        pools = manager.PoolManager(None, pool_store.PoolStore(directory),
+                                    mlaccel_conf.CONF, project_id='proj',
+                                    image_visible=lambda image_id: True)
+        pools.run_once()
+        self.assertEqual(0o700, stat.S_IMODE(os.stat(directory).st_mode))
+        self.assertEqual([], pools.store.keys())
 
 
 class TestBackoff(testcase.TestCase):

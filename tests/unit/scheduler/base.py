@@ -88,11 +88,17 @@ class PluginTestCase(testcase.TestCase):
             mlaccel_fixtures.ProcessReportCache()).cache
 
     def publish(self, *reports):
-        """Put reports on the bus and read them into the cache."""
+        """Put reports on the bus and read them into the cache.
+
+        Returns the started publishers.
+        """
+        publishers = []
         for report in reports:
-            self.bus.publisher(report.host).publish(report)
+            publishers.append(self.bus.publisher(report.host))
+            publishers[-1].publish(report)
         self.cache.refresh()
         self.assertTrue(self.cache.healthy)
+        return publishers
 
     @staticmethod
     def report(host, **fields):

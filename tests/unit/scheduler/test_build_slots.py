@@ -182,11 +182,16 @@ class TestBuildSlotFilter(base.PluginTestCase):
         self.assertEqual(['free'], [h.host for h in passed])
 
     def test_stopped_state_bus_leaves_stock_behaviour(self):
-        self.publish(self.report('h1', builds_in_flight=4, build_limit=4),
-                     self.report('h2'))
+        publishers = self.publish(
+            self.report('h1', builds_in_flight=4, build_limit=4),
+            self.report('h2'))
         hosts = [base.host('h1'), base.host('h2')]
         self.assertEqual(['h2'], self.passing(hosts))
         # The bus becomes unreadable: its directory is now a plain file.
+        # The publishers stop first: a heartbeat would make the directory
+        # again between the two steps.
+        for publisher in publishers:
+            publisher.stop()
         os.rename(self.bus.path, self.bus.path + '.away')
         with open(self.bus.path, 'w') as f:
             f.write('not a directory')

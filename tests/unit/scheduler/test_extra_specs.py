@@ -58,8 +58,8 @@ class TestPolicy(testcase.TestCase):
         policy = extra_specs.policy(base.request_spec(extra_specs={
             'mlaccel:image_locality': 'false',
             'mlaccel:build_slots': 'ignore',
-            'mlaccel:warm_start': 'no'}))
-        self.assertEqual(extra_specs.Policy(False, False, False), policy)
+            'mlaccel:warm_start': 'no'}))   # deprecated, ignored
+        self.assertEqual(extra_specs.Policy(False, False), policy)
 
     def test_unreadable_values_take_the_default(self):
         policy = extra_specs.policy(base.request_spec(extra_specs={

@@ -18,9 +18,9 @@ import time
 from mlaccel import conf as mlaccel_conf
 from mlaccel import costmodel
 from mlaccel.scheduler.filters import build_slots
+from mlaccel.scheduler import hostview
 from mlaccel.scheduler import request
 from mlaccel.scheduler.weights import lifecycle
-from mlaccel.statebus import reader
 from tests.unit.scheduler import base
 
 
@@ -41,7 +41,7 @@ class SnapshotLookupTest(base.PluginTestCase):
 
     def test_a_snapshot_without_the_oldest_time_checks_each_report(self):
         report = self.report('h1', timestamp=time.time() - 3600)
-        snapshot = reader.Snapshot({'h1': report}, time.time(), 30.0)
+        snapshot = hostview.Snapshot({'h1': report}, time.time(), 30.0)
         self.assertIsNone(snapshot.lookup()('h1'))
 
 
@@ -60,17 +60,16 @@ class PrecomputedTermsTest(base.PluginTestCase):
         model = costmodel.CostModel(mlaccel_conf.CONF)
         reports = [self.report('h%d' % i, **fields)
                    for i, fields in enumerate(self.REPORTS)] + [None]
-        for warm in (True, False):
-            for image_id in (base.IMAGE, base.OTHER_IMAGE, None):
-                start = costmodel.StartRequest(image_id, 10 ** 9, warm)
-                cached, cached_too = [], []
-                self.assertEqual(
-                    model.seconds_each(reports, start, cached=cached),
-                    model.seconds_of(
-                        [None if r is None else
-                         reader.Entry(r.host, r, model)
-                         for r in reports], start, cached_too))
-                self.assertEqual(cached, cached_too)
+        for image_id in (base.IMAGE, base.OTHER_IMAGE, None):
+            start = costmodel.StartRequest(image_id, 10 ** 9)
+            cached, cached_too = [], []
+            self.assertEqual(
+                model.seconds_each(reports, start, cached=cached),
+                model.seconds_of(
+                    [None if r is None else
+                     hostview.Entry(r.host, r, model)
+                     for r in reports], start, cached_too))
+            self.assertEqual(cached, cached_too)
 
     def test_the_holders_index_follows_each_refresh(self):
         def hosts(snapshot, image):
@@ -96,7 +95,7 @@ class PrecomputedTermsTest(base.PluginTestCase):
         self.assertEqual({'h1', 'h2'}, hosts(old, base.IMAGE))
         self.assertEqual({'h2'}, hosts(old, base.OTHER_IMAGE))
         # A snapshot made from reports alone indexes them itself.
-        alone = reader.Snapshot(new.reports, new.now, 30.0)
+        alone = hostview.Snapshot(new.reports, new.now, 30.0)
         self.assertEqual({'h1', 'h2'}, hosts(alone, base.OTHER_IMAGE))
 
     def test_a_change_of_the_peers_remakes_only_unmeasured_entries(self):
@@ -126,7 +125,7 @@ class PrecomputedTermsTest(base.PluginTestCase):
                          view.model())
 
     def test_free_slots_of_an_entry(self):
-        frees = [reader.Entry('h', self.report('h', **fields)).free
+        frees = [hostview.Entry('h', self.report('h', **fields)).free
                  for fields in self.REPORTS]
         self.assertEqual([3, float('inf'), 0], frees)
 

@@ -12,7 +12,8 @@
 
 """A separate agent-like process that publishes one host report and waits.
 
-Run as ``python -m tests.unit.statebus.report_publisher URL HOST``; prints
+Run as ``python -m tests.unit.statebus.report_publisher URL HOST KEY_FILE
+STATE_DIR``; prints
 ``published <timestamp>`` once the report is on the bus, then sleeps until
 it is killed.
 """
@@ -28,12 +29,14 @@ from mlaccel.statebus import publisher
 
 
 def main(argv):
-    url, host = argv
+    url, host, key_file, state_dir = argv
     conf = cfg.ConfigOpts()
     mlaccel_conf.register_opts(conf)
     conf([], project='mlaccel', default_config_files=[],
          default_config_dirs=[])
     conf.set_override('backend_url', url, 'mlaccel_statebus')
+    conf.set_override('host_key_file', key_file, 'mlaccel_statebus')
+    conf.set_override('publisher_state_dir', state_dir, 'mlaccel_statebus')
     report = hostreport.HostReport(host, time.time(), frozenset({'img-1'}),
                                    builds_in_flight=1, build_limit=4)
     publisher.Publisher(host, conf).publish(report)

@@ -44,65 +44,115 @@ class KeysTest(testcase.TestCase):
         path = os.path.join(self.tmp, 'dk')
         keys.write_key(path, keys.generate())
         self.assertEqual(0o600, stat.S_IMODE(os.stat(path).st_mode))
-        self.assertEqual(64, len(keys.read_deployment_key(path)))
+        [key] = keys.read_deployment_keys(path)
+        self.assertEqual((64, keys.key_id(key.secret)),
+                         (len(key.secret), key.id))
         self.assertRaises(keys.KeyFileError, keys.write_key, path, 'x' * 64)
+
+    def test_key_files_hold_ids_and_several_keys(self):
+        dk = os.path.join(self.tmp, 'dk')
+        keys.write_key(dk, '# rotated\nnew %s\n\n%s\n' % ('n' * 32, 'o' * 32))
+        self.assertEqual(
+            [keys.DeploymentKey('new', b'n' * 32),
+             keys.DeploymentKey(keys.key_id(b'o' * 32), b'o' * 32)],
+            keys.read_deployment_keys(dk))
+        hk = os.path.join(self.tmp, 'hk')
+        keys.write_key(hk, 'k1 node@a %s\n%s' % ('ab' * 32, 'cd' * 32))
+        self.assertEqual(
+            [keys.HostKey('k1', 'node@a', b'\xab' * 32),
+             keys.HostKey(keys.UNNAMED, None, b'\xcd' * 32)],
+            keys.read_host_keys(hk))
+        for name, text in [('twice', 'a %s\na %s' % ('x' * 32, 'y' * 32)),
+                           ('badid', 'a/b %s' % ('x' * 32))]:
+            path = os.path.join(self.tmp, name)
+            keys.write_key(path, text)
+            self.assertRaises(keys.KeyFileError, keys.read_deployment_keys,
+                              path)
+
+    def test_rotate_keeps_the_previous_key_only(self):
+        dk = os.path.join(self.tmp, 'dk')
+        keys.write_key(dk, keys.generate())
+        first = keys.read_deployment_keys(dk)
+        second, dropped = keys.rotate(dk)
+        self.assertEqual([], dropped)
+        third, dropped = keys.rotate(dk)
+        self.assertEqual([first[0].id], dropped)
+        self.assertEqual([third, second],
+                         [k.id for k in keys.read_deployment_keys(dk)])
+        self.assertEqual(0o600, stat.S_IMODE(os.stat(dk).st_mode))
 
     def test_unsafe_or_malformed_key_files_are_refused(self):
         path = os.path.join(self.tmp, 'k')
         keys.write_key(path, 'ab' * 32)
-        keys.read_host_key(path)
+        keys.read_host_keys(path)
         os.chmod(path, 0o604)
         self.assertIn('accessible to other users', str(self.assertRaises(
-            keys.KeyFileError, keys.read_host_key, path)))
+            keys.KeyFileError, keys.read_host_keys, path)))
         os.chmod(path, 0o640)
-        keys.read_host_key(path)  # group-readable, e.g. root:nova 0640
+        keys.read_host_keys(path)  # group-readable, e.g. root:nova 0640
         short = os.path.join(self.tmp, 'short')
         keys.write_key(short, 'abc')
-        self.assertRaises(keys.KeyFileError, keys.read_host_key, short)
-        self.assertRaises(keys.KeyFileError, keys.read_deployment_key, short)
-        self.assertRaises(keys.KeyFileError, keys.read_host_key,
+        self.assertRaises(keys.KeyFileError, keys.read_host_keys, short)
+        self.assertRaises(keys.KeyFileError, keys.read_deployment_keys,
+                          short)
+        self.assertRaises(keys.KeyFileError, keys.read_host_keys,
                           os.path.join(self.tmp, 'missing'))
 
     def test_provision_keeps_the_secret_and_fixes_host_keys(self):
         dk = os.path.join(self.tmp, 'dk')
-        hosts = {h: os.path.join(self.tmp, h) for h in ('cmp1', 'cmp2')}
+        hosts = {os.path.join(self.tmp, h): [h] for h in ('cmp1', 'cmp2')}
         keys.provision(dk, hosts)
-        secret = keys.read_deployment_key(dk)
-        with open(hosts['cmp2'], 'w') as f:
+        deployment = keys.read_deployment_keys(dk)
+        with open(os.path.join(self.tmp, 'cmp2'), 'w') as f:
             f.write('00' * 32)
         keys.provision(dk, hosts)
-        self.assertEqual(secret, keys.read_deployment_key(dk))
-        for host, path in hosts.items():
-            self.assertEqual(keys.derive(secret, host),
-                             keys.read_host_key(path))
+        self.assertEqual(deployment, keys.read_deployment_keys(dk))
+        for path, names in hosts.items():
+            self.assertEqual(keys.derive_all(deployment, names),
+                             keys.read_host_keys(path))
             self.assertEqual(0o600, stat.S_IMODE(os.stat(path).st_mode))
 
 
 class SigningTest(testcase.TestCase):
 
-    def test_signed_report_verifies_only_for_its_host_and_group(self):
-        secret = b'd' * 32
-        raw = signing.sign(keys.derive(secret, 'cmp1'), b'g', b'{"a":1}')
-        verifier = signing.Verifier(secret, b'g')
-        self.assertEqual(b'{"a":1}', verifier.body(raw, 'cmp1'))
-        self.assertRaises(signing.BadSignature, verifier.body, raw, 'cmp2')
-        self.assertRaises(signing.BadSignature,
-                          signing.Verifier(secret, b'other').body, raw,
-                          'cmp1')
-        tampered = raw.replace(b'"a":1', b'"a":2')
-        self.assertRaises(signing.BadSignature, verifier.body, tampered,
-                          'cmp1')
-        self.assertRaises(signing.BadSignature, verifier.body,
-                          b'{"a":1}', 'cmp1')
-        self.assertRaises(signing.BadSignature, verifier.body,
-                          signing.PREFIX + b'xx\n{}', 'cmp1')
+    def setUp(self):
+        super().setUp()
+        self.deployment = [keys.DeploymentKey('k1', b'd' * 32)]
+        self.key = keys.derive_all(self.deployment, ['cmp1'])[0]
 
-    def test_without_a_secret_everything_passes_unverified(self):
+    def test_signed_report_verifies_only_for_its_host_and_group(self):
+        raw = signing.sign(self.key, b'g', 7, b'{"a":1}')
+        verifier = signing.Verifier(self.deployment, b'g')
+        self.assertEqual((2, 'k1', 7, b'{"a":1}'),
+                         verifier.check(raw, 'cmp1')[:3] + (
+                             verifier.check(raw, 'cmp1').body,))
+        self.assertRaises(signing.BadSignature, verifier.check, raw, 'cmp2')
+        self.assertRaises(signing.BadSignature,
+                          signing.Verifier(self.deployment, b'other').check,
+                          raw, 'cmp1')
+        for tampered in (raw.replace(b'"a":1', b'"a":2'),
+                         raw.replace(b' 7 ', b' 8 '),
+                         raw.replace(b'k1', b'k2')):
+            self.assertRaises(signing.BadSignature, verifier.check,
+                              tampered, 'cmp1')
+        for bad in (b'{"a":1}', signing.PREFIX + b'xx\n{}',
+                    signing.PREFIX + b'k1 01 ' + b'0' * 64 + b'\n{}',
+                    signing.PREFIX_V1 + b'xx\n{}'):
+            self.assertRaises(signing.BadSignature, verifier.check, bad,
+                              'cmp1')
+
+    def test_reports_signed_before_sequence_numbers_still_verify(self):
+        raw = signing.sign_v1(self.key.key, b'g', b'{}')
+        signed = signing.Verifier(self.deployment, b'g').check(raw, 'cmp1')
+        self.assertEqual((1, None, b'{}'),
+                         (signed.version, signed.sequence, signed.body))
+
+    def test_without_keys_everything_passes_unverified(self):
         verifier = signing.Verifier(None, b'g')
         self.assertFalse(verifier.authenticated)
-        raw = signing.sign(b'k' * 32, b'g', b'{}')
-        self.assertEqual(b'{}', verifier.body(raw, 'cmp1'))
-        self.assertEqual(b'{}', verifier.body(b'{}', 'cmp1'))
+        raw = signing.sign(self.key._replace(key=b'k' * 32), b'g', 1, b'{}')
+        self.assertEqual(b'{}', verifier.check(raw, 'cmp1').body)
+        self.assertEqual(b'{}', verifier.check(b'{}', 'cmp1').body)
 
 
 class UrlTest(testcase.TestCase):

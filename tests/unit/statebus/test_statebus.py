@@ -88,18 +88,20 @@ class BusTestBase:
             statebus.group_id(self.conf.conf), member.encode()).get()
 
     def use_deployment_key(self):
-        """Give readers a deployment key file; return the secret."""
-        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
-                            'deployment.key')
-        keys.write_key(path, keys.generate())
-        self.conf.set('mlaccel_statebus', deployment_key_file=path)
-        self.secret = keys.read_deployment_key(path)
+        """The readers' (current) deployment key; also ``self.secret``."""
+        self.deployment_key = self.bus.deployment_keys[0]
+        self.secret = self.deployment_key.secret
         return self.secret
 
-    def sign(self, key, report):
-        """``report`` encoded and signed with ``key``."""
+    def host_key(self, host, deployment_key=None):
+        """``host``'s :class:`~mlaccel.statebus.keys.HostKey`."""
+        k = deployment_key or self.bus.deployment_keys[0]
+        return keys.HostKey(k.id, host, keys.derive(k.secret, host))
+
+    def sign(self, key, report, sequence=1):
+        """``report`` encoded and signed with ``key``, numbered so."""
         return signing.sign(key, statebus.group_id(self.conf.conf),
-                            hostreport.encode(report))
+                            sequence, hostreport.encode(report))
 
     def wait_until(self, cache, predicate, timeout=120):
         """Let ``cache`` refresh until ``predicate()`` holds or time is up."""
@@ -111,10 +113,15 @@ class BusTestBase:
         return True
 
     def signed_publisher(self, host, key=None):
-        """A started publisher signing with ``key`` (default: its own)."""
-        pub = publisher.Publisher(
-            host, self.conf.conf,
-            key=keys.derive(self.secret, host) if key is None else key)
+        """A started publisher signing with ``key`` (default: its own).
+
+        ``key`` is a :class:`~mlaccel.statebus.keys.HostKey`, or ``b''``:
+        unsigned.
+        """
+        if key is None:
+            key = self.host_key(host)
+        pub = publisher.Publisher(host, self.conf.conf,
+                                  host_keys=[key] if key else [])
         self.addCleanup(pub.stop)
         pub.start()
         return pub
@@ -172,8 +179,7 @@ class BusTests(BusTestBase):
         # A crashed agent's member stays on the bus, still heartbeating
         # for a while; its successor proves with the host's key that the
         # entry is its own and takes it over at once.
-        self.use_deployment_key()
-        key = keys.derive(self.secret, 'cmp1')
+        key = self.host_key('cmp1')
         self.join_raw('cmp1', self.sign(key, report('cmp1')))
         new = report('cmp1', cache_free_bytes=2)
         self.signed_publisher('cmp1', key).publish(new)
@@ -219,11 +225,15 @@ class BusTests(BusTestBase):
     def test_malformed_members_are_rejected_and_logged_others_kept(self):
         good = report('cmp-good')
         self.bus.publisher('cmp-good').publish(good)
-        self.join_raw('cmp-garbage', b'\x00not json at all')
-        self.join_raw('cmp-future', b'{"version": "2.0", "host": '
-                      b'"cmp-future", "timestamp": 1}')
-        self.join_raw('cmp-big', b'{"pad": "%s"}' % (b'x' * 70000))
-        self.join_raw('cmp-liar', hostreport.encode(report('cmp-good')))
+        for member, body in [
+                ('cmp-garbage', b'\x00not json at all'),
+                ('cmp-future', b'{"version": "2.0", "host": "cmp-future", '
+                 b'"timestamp": 1}'),
+                ('cmp-big', b'{"pad": "%s"}' % (b'x' * 70000)),
+                ('cmp-liar', hostreport.encode(report('cmp-good')))]:
+            self.join_raw(member, signing.sign(
+                self.host_key(member), statebus.group_id(self.conf.conf), 1,
+                body))
         cache = self.bus.cache()
         cache.refresh()
         self.assertTrue(cache.healthy)
@@ -258,7 +268,8 @@ class BusTests(BusTestBase):
             PYTHONWARNINGS='ignore')
         proc = subprocess.Popen(
             [sys.executable, '-m', 'tests.unit.statebus.report_publisher',
-             self.bus.url, 'cmp-dead'],
+             self.bus.url, 'cmp-dead', self.bus.host_key_file('cmp-dead'),
+             self.conf.conf.mlaccel_statebus.publisher_state_dir],
             cwd=ROOT, env=env, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
         self.addCleanup(proc.wait)
@@ -306,19 +317,31 @@ class TestFileBus(BusTests, testcase.TestCase):
     BACKEND = 'file'
 
     def wipe_bus(self):
-        shutil.rmtree(os.path.join(self.bus.path, 'groups'))
+        # Moved away in one step first: a heartbeat writing into the tree
+        # while rmtree walks it would make rmtree fail.
+        groups = os.path.join(self.bus.path, 'groups')
+        os.rename(groups, groups + '.wiped')
+        shutil.rmtree(groups + '.wiped')
 
     def test_unreadable_bus_degrades_to_no_data_and_recovers(self):
+        # Publisher and reader reach the bus through a symbolic link, which
+        # one rename turns into a plain file and back: nothing can make the
+        # directory again in between.
+        link = self.bus.path + '.link'
+        os.symlink(self.bus.path, link)
+        self.addCleanup(os.remove, link)
+        self.conf.set('mlaccel_statebus',
+                      backend_url='file://%s?executor=synchronous' % link)
         pub = self.bus.publisher('cmp1')
         pub.publish(report('cmp1'))
         cache = self.bus.cache()
         cache.refresh()
         self.assertIsNotNone(cache.snapshot().get('cmp1'))
 
-        # The bus directory is replaced by a plain file: unreadable.
-        os.rename(self.bus.path, self.bus.path + '.away')
-        with open(self.bus.path, 'w') as f:
+        pub.stop()
+        with open(link + '.file', 'w') as f:
             f.write('not a directory')
+        os.replace(link + '.file', link)
         cache.refresh()
         cache.refresh()
         self.assertIs(False, cache.healthy)
@@ -329,10 +352,10 @@ class TestFileBus(BusTests, testcase.TestCase):
 
         # Back (as a remounted shared file system): the agent publishes
         # again and the reader sees its new report.
-        os.remove(self.bus.path)
-        os.rename(self.bus.path + '.away', self.bus.path)
+        os.symlink(self.bus.path, link + '.new')
+        os.replace(link + '.new', link)
         again = report('cmp1', cache_free_bytes=1)
-        pub.publish(again)
+        self.bus.publisher('cmp1').publish(again)
         cache.refresh()
         self.assertIs(True, cache.healthy)
         self.assertEqual(again, cache.snapshot().get('cmp1'))

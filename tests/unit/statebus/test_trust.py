@@ -58,13 +58,17 @@ class TrustTests(test_statebus.BusTestBase):
         self.assertEqual(real, cache.snapshot().get(VICTIM))
         return real, cache
 
+    def evil_key(self):
+        """The attacker's own compute's key, named as the victim's."""
+        return self.host_key('cmp-evil')._replace(host=VICTIM)
+
     def forged(self):
         # What the issue saw: the victim looks full and slow to start.
         return report(VICTIM, builds_in_flight=1000, build_limit=1)
 
     def test_forged_report_under_the_victims_member_id_is_rejected(self):
         real, cache = self.publish_victim()
-        evil_key = keys.derive(self.secret, 'cmp-evil')
+        evil_key = self.evil_key()
         self.join_raw(VICTIM, self.sign(evil_key, self.forged()), evict=True)
         cache.refresh()
         self.assertEqual(real, cache.snapshot().get(VICTIM))
@@ -88,7 +92,7 @@ class TrustTests(test_statebus.BusTestBase):
 
     def test_forgery_under_another_member_id_is_rejected(self):
         real, cache = self.publish_victim()
-        evil_key = keys.derive(self.secret, 'cmp-evil')
+        evil_key = self.evil_key()
         self.join_raw('cmp-evil', self.sign(evil_key, self.forged()))
         cache.refresh()
         self.assertEqual({VICTIM: real}, cache.snapshot().reports)
@@ -112,7 +116,7 @@ class TrustTests(test_statebus.BusTestBase):
     def test_eviction_attempt_leaves_the_real_report(self):
         real, cache = self.publish_victim()
         held = self.held(VICTIM)
-        for key in (keys.derive(self.secret, 'cmp-evil'), b''):
+        for key in (self.evil_key(), b''):
             attacker = self.signed_publisher(VICTIM, key=key)
             self.assertRaises(publisher.HostClaimed, attacker.publish,
                               self.forged())
@@ -121,8 +125,10 @@ class TrustTests(test_statebus.BusTestBase):
         self.assertEqual(real, cache.snapshot().get(VICTIM))
 
     def test_eviction_attempt_without_keys_leaves_the_real_report(self):
+        self.conf.set('mlaccel_statebus', deployment_key_file=None,
+                      allow_unsigned_reports=True)
         real = report(VICTIM)
-        self.bus.publisher(VICTIM).publish(real)
+        self.signed_publisher(VICTIM, key=b'').publish(real)
         attacker = self.signed_publisher(VICTIM, key=b'')
         self.assertRaises(publisher.HostClaimed, attacker.publish,
                           self.forged())
@@ -140,8 +146,8 @@ class TrustTests(test_statebus.BusTestBase):
         self.assertEqual(real, cache.snapshot().get(VICTIM))
 
     def test_unsigned_reports_are_rejected_with_a_deployment_key(self):
-        self.use_deployment_key()
-        self.bus.publisher('cmp1').publish(report('cmp1'))
+        self.conf.set('mlaccel_statebus', allow_unsigned_reports=True)
+        self.signed_publisher('cmp1', key=b'').publish(report('cmp1'))
         cache = self.bus.cache()
         cache.refresh()
         self.assertTrue(cache.healthy)
@@ -161,19 +167,21 @@ class TrustTests(test_statebus.BusTestBase):
         cache.refresh()
         self.assertEqual({'cmp1': r}, cache.snapshot().reports)
 
-    def test_reader_without_a_key_accepts_all_and_says_so_once(self):
-        self.secret = b'x' * 32
+    def test_insecure_reader_accepts_all_and_says_so_once(self):
+        self.conf.set('mlaccel_statebus', deployment_key_file=None,
+                      allow_unsigned_reports=True)
         signed = report('cmp1')
         self.signed_publisher('cmp1').publish(signed)
         unsigned = report('cmp2')
-        self.bus.publisher('cmp2').publish(unsigned)
+        self.signed_publisher('cmp2', key=b'').publish(unsigned)
         cache = self.bus.cache()
         cache.refresh()
         cache.refresh()
         self.assertFalse(cache.authenticated)
         self.assertEqual({'cmp1': signed, 'cmp2': unsigned},
                          cache.snapshot().reports)
-        self.assertEqual(1, self.log.output.count('not authenticated'))
+        self.assertEqual(1, self.log.output.count(
+            'INSECURE: [mlaccel_statebus] allow_unsigned_reports is set'))
 
     def test_rejections_of_a_member_are_logged_once_a_minute(self):
         real, cache = self.publish_victim()
@@ -332,7 +340,8 @@ class TestRedisTls(testcase.TestCase):
 
     def test_reports_travel_over_tls(self):
         r = report('cmp1')
-        pub = publisher.Publisher('cmp1', self.conf.conf, key=b'')
+        self.conf.set('mlaccel_statebus', allow_unsigned_reports=True)
+        pub = publisher.Publisher('cmp1', self.conf.conf, host_keys=[])
         self.addCleanup(pub.stop)
         pub.publish(r)
         cache = reader.ReportCache(self.conf.conf)

@@ -43,14 +43,17 @@ def wait_for(predicate, timeout=30, what='a condition'):
 
 
 class Daemon(fixtures.Fixture):
-    """``python -m mlaccel.taskd`` in a fresh directory, killed at cleanup.
+    """``python -m mlaccel.cmd.taskd`` in a fresh directory, killed at cleanup.
 
     ``options`` are ``[mlaccel_taskd]`` settings; ``wait_ready`` waits
-    until the socket answers a health request.
+    until the socket answers a health request; ``env`` adds environment
+    variables; ``launcher`` is a command line to run the daemon under.
     """
 
-    def __init__(self, wait_ready=True, **options):
+    def __init__(self, wait_ready=True, env=None, launcher=(), **options):
         super().__init__()
+        self.env = dict(os.environ, **(env or {}))
+        self.launcher = list(launcher)
         self.options = dict({'workers': 1, 'cancel_timeout': 1.0,
                              'grace_period': 5.0,
                              'allowed_tasks': SAMPLE + '*'}, **options)
@@ -74,9 +77,9 @@ class Daemon(fixtures.Fixture):
         self.log_path = os.path.join(self.dir, 'daemon.log')
         with open(self.log_path, 'w') as log:
             self.process = subprocess.Popen(
-                [sys.executable, '-m', 'mlaccel.taskd', '--config-file',
-                 self.conf_path], cwd=REPO, stdout=log,
-                stderr=subprocess.STDOUT)
+                self.launcher + [sys.executable, '-m', 'mlaccel.cmd.taskd',
+                                 '--config-file', self.conf_path],
+                cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         self.addCleanup(self._kill)
         if self.wait_ready:
             self.wait_until_ready()

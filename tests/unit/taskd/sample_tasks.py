@@ -84,6 +84,17 @@ def touch_after(args):
     return {'path': args['path']}
 
 
+def touch_when_released(args):
+    """Wait for the file ``args['release']``, then create ``args['path']``."""
+    tasks.report_first_step()
+    deadline = time.monotonic() + 60
+    while not os.path.exists(args['release']) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with open(args['path'], 'w') as marker:
+        marker.write('done')
+    return {'path': args['path']}
+
+
 def warm_fail():
     raise ImportError('warm-up hook broken on purpose')
 
@@ -168,3 +179,55 @@ def handles(args):
             pass
     return {'pidfds': kinds.count('anon_inode:[pidfd]'),
             'sockets': sum(kind.startswith('socket:') for kind in kinds)}
+
+
+def reach_daemon(args):
+    """What a task may do to its daemon: each attempt and how it ended.
+
+    It signals the daemon, connects to its socket, reads its token and
+    plants a ``.pth`` file in the given directories, in the code's and in
+    every directory on ``sys.path`` (removing what it managed to plant).
+    """
+    import socket
+
+    def attempt(action):
+        try:
+            action()
+            return 'done'
+        except OSError as exc:
+            return type(exc).__name__
+
+    def plant(directory):
+        def write():
+            path = os.path.join(directory, 'planted-by-a-task.pth')
+            with open(path, 'x') as stream:
+                stream.write('import os\n')
+            os.unlink(path)
+        return write
+
+    def connect():
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(args['socket'])
+
+    code = os.path.dirname(os.path.dirname(tasks.__file__))
+    tried = {'signal': attempt(lambda: os.kill(args['daemon_pid'], 0)),
+             'socket': attempt(connect),
+             'token': attempt(lambda: open(args['token_file']).close()),
+             'code': attempt(plant(code))}
+    for directory in args['directories']:
+        tried[directory] = attempt(plant(directory))
+    tried['sys.path'] = sorted({attempt(plant(entry)) for entry in sys.path
+                                if entry and os.path.isdir(entry)})
+    return tried
+
+
+_LEFT = []
+
+
+def leave_thread(args):
+    """Leave a thread behind in this process; count those left before."""
+    import threading
+    _LEFT.append(threading.Thread(target=threading.Event().wait,
+                                  daemon=True))
+    _LEFT[-1].start()
+    return {'pid': os.getpid(), 'threads_left': len(_LEFT) - 1}

@@ -17,9 +17,12 @@ tasks run, tasks run as the task user, and the TCP listener serves TLS.
 """
 
 import os
+import pwd
 import resource
 import socket
 import ssl
+import subprocess
+import sys
 import time
 
 import fixtures
@@ -145,7 +148,6 @@ class TestTaskUser(testcase.TestCase):
     def test_tasks_run_as_the_task_user(self):
         if os.geteuid() != 0:
             self.skipTest('needs root to switch users')
-        import pwd
         nobody = pwd.getpwnam(NOBODY)
         daemon = self.useFixture(base.Daemon(task_user=NOBODY))
         with daemon.client() as conn:
@@ -161,6 +163,102 @@ class TestTaskUser(testcase.TestCase):
                 self.assertEqual(nobody.pw_dir, result['home'])
                 self.assertEqual('written as uid %d\n' % nobody.pw_uid,
                                  conn.logs(status['id']))
+
+
+class TestTaskCannotReachItsDaemon(testcase.TestCase):
+    """A task of one holder must not reach the daemon of a later one.
+
+    Before, tasks ran as the daemon's user: a task could kill the daemon
+    or plant a ``.pth`` file its restart would run, and so see the next
+    holder's token and tasks.
+    """
+
+    def setUp(self):
+        super().setUp()
+        if os.geteuid() != 0:
+            self.skipTest('needs root: the daemon drops tasks to %s'
+                          % NOBODY)
+        secrets = self.useFixture(fixtures.TempDir()).path
+        self.token_file = os.path.join(secrets, 'token')
+        with open(self.token_file, 'w') as out:
+            out.write('the-holders-token')
+        os.chmod(self.token_file, 0o600)
+        self.daemon = self.useFixture(base.Daemon(
+            task_user=NOBODY, token_file=self.token_file))
+
+    def test_task_cannot_signal_read_or_change_the_daemon(self):
+        log_dir = os.path.join(self.daemon.dir, 'logs')
+        args = {'daemon_pid': self.daemon.process.pid,
+                'socket': self.daemon.socket_path,
+                'token_file': self.token_file,
+                'directories': [self.daemon.dir, log_dir,
+                                os.path.dirname(self.token_file)]}
+        with self.daemon.client() as conn:
+            for mode in ('fork', 'worker'):
+                status = conn.wait(conn.submit(S + 'reach_daemon', args,
+                                               mode=mode), 60)
+                self.assertEqual('succeeded', status['state'],
+                                 status['error'])
+                tried = status['result']
+                self.assertEqual('PermissionError', tried.pop('signal'))
+                self.assertEqual('PermissionError', tried.pop('socket'))
+                self.assertEqual('PermissionError', tried.pop('token'))
+                self.assertEqual(['PermissionError'], tried.pop('sys.path'))
+                self.assertEqual({name: 'PermissionError' for name in tried},
+                                 tried, mode)
+        self.assertIsNone(self.daemon.process.poll())
+
+    def test_code_writable_by_the_task_user_is_refused(self):
+        planted = self.useFixture(fixtures.TempDir()).path
+        nobody = pwd.getpwnam(NOBODY)
+        os.chown(planted, nobody.pw_uid, nobody.pw_gid)
+        proc = subprocess.run(
+            [sys.executable, '-m', 'mlaccel.cmd.taskd', '--config-file',
+             self.daemon.conf_path, '--socket',
+             os.path.join(self.daemon.dir, 'other.sock')],
+            cwd=base.REPO, env=dict(os.environ, PYTHONPATH=planted),
+            capture_output=True, text=True, timeout=60)
+        self.assertEqual(2, proc.returncode, proc.stderr)
+        self.assertIn('task_user %s may write to %s' % (NOBODY, planted),
+                      proc.stderr)
+
+
+class TestNewHolder(testcase.TestCase):
+    """A rekey hands the daemon over: no worker of the last holder stays."""
+
+    def test_worker_state_does_not_survive_a_rekey(self):
+        secrets = self.useFixture(fixtures.TempDir()).path
+        token_file = os.path.join(secrets, 'token')
+        with open(token_file, 'w') as out:
+            out.write('the-first-holders-token')
+        os.chmod(token_file, 0o600)
+        daemon = self.useFixture(base.Daemon(
+            token_file=token_file, **as_root_drop_to_nobody()))
+
+        def run(conn):
+            status = conn.wait(conn.submit(S + 'leave_thread',
+                                           mode='worker'), 60)
+            self.assertEqual('succeeded', status['state'], status['error'])
+            return status['result']
+
+        with daemon.client() as conn:
+            first = run(conn)
+            # Within one holder the worker persists, with what its tasks
+            # left in it.
+            self.assertEqual(dict(first, threads_left=1), run(conn))
+            self.assertTrue(conn.rekey('the-next-holders-token')['rekeyed'])
+            after = run(conn)
+        self.assertNotEqual(first['pid'], after['pid'])
+        self.assertEqual(0, after['threads_left'])
+
+
+class TestTasksAsTheDaemonsUser(testcase.TestCase):
+
+    def test_warning_without_a_task_user(self):
+        daemon = self.useFixture(base.Daemon())
+        base.wait_for(lambda: 'Tasks run as the daemon' in daemon.output(),
+                      what='the warning')
+        self.assertIn('uid %d' % os.geteuid(), daemon.output())
 
 
 class TestTls(testcase.TestCase):

@@ -196,7 +196,7 @@ class TestStartup(testcase.TestCase):
     def test_live_socket_is_not_taken_over(self):
         first = self.useFixture(base.Daemon())
         second = subprocess.run(
-            [sys.executable, '-m', 'mlaccel.taskd', '--config-file',
+            [sys.executable, '-m', 'mlaccel.cmd.taskd', '--config-file',
              first.conf_path], cwd=base.REPO, capture_output=True,
             text=True, timeout=60)
         self.assertEqual(2, second.returncode)

@@ -53,7 +53,7 @@ class StartTestCase(testcase.TestCase):
                 '%s = %s\n' % item for item in opts.items())
         with open(conf, 'w') as out:
             out.write(text)
-        argv = [sys.executable, '-m', 'mlaccel.taskd']
+        argv = [sys.executable, '-m', 'mlaccel.cmd.taskd']
         argv += list(args) if args else ['--config-file', conf]
         try:
             return subprocess.run(argv, cwd=base.REPO, capture_output=True,

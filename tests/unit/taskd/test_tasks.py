@@ -215,9 +215,11 @@ class TestDrain(TaskdTestCase):
     daemon_options = {'grace_period': 30.0}
 
     def test_sigterm_lets_running_task_finish(self):
+        """The task runs until released, so no step races the drain."""
         marker = os.path.join(self.daemon.dir, 'marker')
-        task_id = self.client.submit(S + 'touch_after',
-                                     {'path': marker, 'seconds': 1.0})
+        release = os.path.join(self.daemon.dir, 'release')
+        task_id = self.client.submit(S + 'touch_when_released',
+                                     {'path': marker, 'release': release})
         self.started(task_id)
         self.daemon.process.send_signal(signal.SIGTERM)
         base.wait_for(lambda: self.client.health()['state'] == 'draining', 30,
@@ -225,10 +227,12 @@ class TestDrain(TaskdTestCase):
         err = self.assertRaises(client.TaskdError, self.client.submit,
                                 S + 'echo')
         self.assertEqual(protocol.DRAINING, err.code)
-        self.assertEqual('succeeded', self.client.wait(task_id, 30)['state'])
+        self.assertEqual('running', self.client.status(task_id)['state'])
+        open(release, 'w').close()
         self.assertEqual(0, self.daemon.process.wait(30))
         self.assertTrue(os.path.exists(marker))
         self.assertFalse(os.path.exists(self.daemon.socket_path))
+        self.assertIn('Task %s succeeded' % task_id, self.daemon.output())
 
 
 class TestDrainGrace(TaskdTestCase):

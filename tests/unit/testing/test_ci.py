@@ -20,7 +20,7 @@ import textwrap
 
 import fixtures
 
-from mlaccel.testing.aio import ci
+from mlaccel_lab.testing.aio import ci
 from tests import testcase
 
 _SUITE = textwrap.dedent('''\

@@ -19,11 +19,12 @@ import sys
 
 
 from mlaccel.taskd import guest as taskd_guest
-from mlaccel.testing import cloudinit
+from mlaccel_lab.testing import cloudinit
 
 from tests import testcase
 
-ALLOWED = ['mlaccel-taskd', 'python -m mlaccel.']
+ALLOWED = ['mlaccel-taskd', 'python -m mlaccel.',
+           'python -m mlaccel_lab.testing.']
 ROOT = '/srv/instances/abc/root'
 
 
@@ -52,9 +53,10 @@ class GuestTest(testcase.TestCase):
 
     def test_shell_script_user_data(self):
         spec = guest('#!/bin/sh\n# comment\n'
-                     'python -m mlaccel.testing.idle_guest\n')
-        self.assertEqual([sys.executable, '-m', 'mlaccel.testing.idle_guest'],
-                         spec.argv)
+                     'python -m mlaccel_lab.testing.idle_guest\n')
+        self.assertEqual(
+            [sys.executable, '-m', 'mlaccel_lab.testing.idle_guest'],
+            spec.argv)
 
     def test_taskd_user_data_starts_its_unit_under_the_guest_root(self):
         """The user-data the launcher sends: files, unit, systemctl."""
@@ -85,7 +87,8 @@ class GuestTest(testcase.TestCase):
                      '  - {path: /etc/../../x, content: bad}\n'
                      '  - {path: relative, content: bad}\n'
                      '  - {path: /etc/ok, content: b2s=, encoding: b64}\n'
-                     'runcmd:\n  - [python, -m, mlaccel.testing.idle_guest]\n')
+                     'runcmd:\n'
+                     '  - [python, -m, mlaccel_lab.testing.idle_guest]\n')
         self.assertEqual([(ROOT + '/etc/ok', b'ok', 0o644)], spec.files)
 
     def test_nothing_allowed_nothing_started(self):

@@ -18,8 +18,8 @@ import os
 
 import fixtures
 
-from mlaccel.testing.aio import cloud
-from mlaccel.testing.aio import layout
+from mlaccel_lab.testing.aio import cloud
+from mlaccel_lab.testing.aio import layout
 from tests import testcase
 
 

@@ -12,7 +12,7 @@
 
 import dataclasses
 
-from mlaccel.testing.aio import layout
+from mlaccel_lab.testing.aio import layout
 from tests import testcase
 
 #: Linux's default net.ipv4.ip_local_port_range.

@@ -20,8 +20,8 @@ import threading
 
 import fixtures
 
-from mlaccel.testing.aio import layout
-from mlaccel.testing.aio import procs
+from mlaccel_lab.testing.aio import layout
+from mlaccel_lab.testing.aio import procs
 from tests import testcase
 
 

@@ -16,15 +16,15 @@ from tempest.common import waiters
 from tempest import config
 from tempest.lib import decorators
 
+from mlaccel.tempest import guests
 from mlaccel.tempest.tests import base
-from mlaccel.testing.aio import procs
 
 CONF = config.CONF
 
 
 def guest_pids(server_id):
     """Pids of local processes started as the guest of ``server_id``."""
-    return procs.with_environ('MLACCEL_INSTANCE_UUID', server_id)
+    return guests.with_environ('MLACCEL_INSTANCE_UUID', server_id)
 
 
 class GuestProcessTest(base.MlaccelAdminTest):

@@ -10,7 +10,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""A task's first training step within a second, from a warm pool."""
+"""A task starts on a warm pool member: claimed, not created."""
 
 import importlib.util
 import time
@@ -83,7 +83,11 @@ class WarmPoolTest(base.MlaccelAdminTest):
         return store, spec
 
     @decorators.idempotent_id('6b0f3c1e-9d4a-4c2b-8e7f-1a2b3c4d5e6f')
-    def test_first_step_within_a_second_from_a_warm_pool(self):
+    def test_launch_claims_a_warm_member_instead_of_creating_a_server(self):
+        """Behaviour only; the time to the first step is benchmarked.
+
+        ``python -m mlaccel_lab.bench pool`` measures it, never a test.
+        """
         conf = base.mlaccel_config([CONF.mlaccel.pool_config_file])
         conn = self.connect()
         image_id = self.create_image()
@@ -92,7 +96,8 @@ class WarmPoolTest(base.MlaccelAdminTest):
             lambda: pool_store.members(store.read(spec.key),
                                        pool_store.IDLE),
             'a warm member', CONF.compute.build_timeout * 3)
-        started = time.time()
+        member, = pool_store.members(store.read(spec.key), pool_store.IDLE)
+        servers = {s.id for s in conn.compute.servers()}
         result = api.launch(
             conn, image_id, CONF.compute.flavor_ref, 1, 'clip',
             {'steps': 20, 'seed': 1}, network='none',
@@ -103,7 +108,7 @@ class WarmPoolTest(base.MlaccelAdminTest):
         self.assertEqual(api.SUCCEEDED, result['outcome'], result['error'])
         vm, = result['vms']
         self.assertEqual(spec.key, vm['pool'])
-        first_step = vm['observed']['first_step_at'] - started
-        self.assertLessEqual(
-            first_step, CONF.mlaccel.pool_first_step_limit,
-            'first training step %.3f s after the launch call' % first_step)
+        self.assertEqual(member['server_id'], vm['server_id'])
+        self.assertIsNotNone(vm['observed']['first_step_at'])
+        # No server was created for the task: it ran on the member.
+        self.assertIn(vm['server_id'], servers)

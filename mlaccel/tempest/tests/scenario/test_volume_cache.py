@@ -17,8 +17,8 @@ import concurrent.futures
 from tempest import config
 from tempest.lib import decorators
 
+from mlaccel.tempest import mirror
 from mlaccel.tempest.tests import base
-from mlaccel.testing import cindercloud
 
 CONF = config.CONF
 
@@ -50,13 +50,13 @@ class VolumeCacheTest(base.MlaccelAdminTest):
             raise cls.skipException('no [mlaccel] cinder_notification_url')
 
     def listen(self):
-        events = cindercloud.CinderEvents(
+        events = mirror.CinderEvents(
             CONF.mlaccel.cinder_notification_url).start()
         self.addCleanup(events.stop)
         return events
 
     def boot(self, conn, image_id):
-        return cindercloud.boot_from_volume(
+        return mirror.boot_from_volume(
             conn, self.addCleanup, image_id, CONF.compute.flavor_ref)
 
     def wait_active(self, conn, server):
@@ -67,9 +67,9 @@ class VolumeCacheTest(base.MlaccelAdminTest):
     def test_boot_from_volume_of_a_prewarmed_image_is_a_clone(self):
         conn = self.connect()
         events = self.listen()
-        image, _data = cindercloud.make_image(conn, self.addCleanup,
-                                              IMAGE_BYTES, mlaccel_hot='true')
-        cindercloud.wait_golden(conn, image.id, CONF.compute.build_timeout)
+        image, _data = mirror.make_image(conn, self.addCleanup,
+                                         IMAGE_BYTES, mlaccel_hot='true')
+        mirror.wait_golden(conn, image.id, CONF.compute.build_timeout)
         self.assertTrue(events.wait(
             lambda: FILL in events.of(image.id), 30), events.of(image.id))
         before = len(events.of(image.id))
@@ -86,8 +86,8 @@ class VolumeCacheTest(base.MlaccelAdminTest):
     def test_burst_of_boot_from_volume_for_an_uncached_image(self):
         conn = self.connect()
         events = self.listen()
-        image, _data = cindercloud.make_image(conn, self.addCleanup,
-                                              IMAGE_BYTES)
+        image, _data = mirror.make_image(conn, self.addCleanup,
+                                         IMAGE_BYTES)
         with concurrent.futures.ThreadPoolExecutor(BURST) as pool:
             servers = list(pool.map(lambda _: self.boot(conn, image.id),
                                     range(BURST)))
@@ -98,4 +98,4 @@ class VolumeCacheTest(base.MlaccelAdminTest):
         self.assertEqual(1, seen.count(MISS), seen)
         self.assertNotIn(DEGRADE, seen)
         self.assertEqual(
-            1, len(cindercloud.golden_volumes(conn, image.id)))
+            1, len(mirror.golden_volumes(conn, image.id)))

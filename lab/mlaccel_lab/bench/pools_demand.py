@@ -1,0 +1,329 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Warm pools without foresight: a real trace's arrivals through the policy.
+
+``python -m mlaccel_lab.bench pools-demand [--days 8] [--seed 1]
+[--trace FILE] [--chart FILE]`` replays a stream of ML tasks through the
+shipped pool policy: :mod:`mlaccel.pool.forecast` for each key's demand and
+:mod:`mlaccel.pool.allocation` for the members under a budget, called each
+manager round exactly as the pool manager would, with only what it would
+know (the asks recorded so far). The stream is drawn from figures of the
+Alibaba PAI GPU cluster trace of 2023 shipped with the project
+(:mod:`mlaccel_lab.experiment.trace`), or ``--trace FILE`` replays a file
+of the trace's columns. Policies side by side, on the same stream:
+
+- ``none``: no pools;
+- ``reactive``: today's Little's-law pools (:mod:`mlaccel.pool.sizing`) on
+  keys an operator defined in advance (the most popular image in each
+  flavor: a guess, not knowledge of the stream);
+- ``learned`` at three budgets;
+- ``hindsight``: the best static number of members per key, chosen with
+  the whole stream in hand, at no more member VM-seconds than the learned
+  policy at the default budget spent (a bound no online operator reaches);
+- ``oracle``: every member ready exactly when asked, for free.
+
+A member costs from its create request to its claim or deletion (build,
+boot, preload and idle); a hit saves the fresh overhead of a VM less the
+claim's own. The model's assumptions (lead time, fresh overhead, manager
+interval, image popularity, flavors) are printed first. The last line is
+``RESULT learned_vs_hindsight_static=<x> saved_share_of_oracle_pct=<y>
+hit_rate_pct=<z> idle_s_per_saved_s=<w> budget_exceeded=<n>``.
+"""
+
+import argparse
+import collections
+import dataclasses
+
+from mlaccel.pool import allocation
+from mlaccel.pool import forecast
+from mlaccel.pool import sizing
+from mlaccel_lab.experiment import trace
+
+#: Budgets of the learned policy: (members, idle VM-hours a day); the
+#: middle one is the default.
+BUDGETS = ((2, 48.0), (4, 96.0), (8, 192.0))
+DEFAULT_BUDGET = 1
+#: The most members a static or reactive pool of one key may keep.
+MAX_STATIC = 12
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What one policy did over the stream."""
+
+    asked: int = 0
+    hits: int = 0
+    saved_s: float = 0.0
+    member_s: float = 0.0
+    budget_exceeded: int = 0
+    rounds: int = 0
+
+    @property
+    def hit_rate_pct(self):
+        return 100.0 * self.hits / self.asked if self.asked else 0.0
+
+
+def key_of(task):
+    return '%s/%s' % (task.image, task.flavor)
+
+
+class Replay:
+    """Members of every key over a stream, as a pool manager keeps them.
+
+    :param targets: ``callable(now, asks by key, fresh overhead seen)``
+        returning ``{key: members wanted}``, called each round.
+    """
+
+    def __init__(self, tasks, lead, fresh, claim, interval, budget=None):
+        self.tasks = tasks
+        self.lead, self.fresh, self.claim = lead, fresh, claim
+        self.interval = interval
+        self.budget = budget
+
+    def run(self, targets):
+        ready = collections.defaultdict(list)      # key -> [created]
+        building = collections.defaultdict(list)   # key -> [created]
+        asks = collections.defaultdict(list)       # key -> [(t, vms)]
+        out = Outcome()
+        seen_fresh = None
+        end = (self.tasks[-1].arrival if self.tasks else 0.0) + self.interval
+        now, i = 0.0, 0
+        while now <= end:
+            # The tasks that arrive before this round.
+            while i < len(self.tasks) and self.tasks[i].arrival < now:
+                task = self.tasks[i]
+                i += 1
+                key = key_of(task)
+                self._promote(ready, building, key, task.arrival)
+                got = min(task.vms, len(ready[key]))
+                for created in ready[key][:got]:
+                    out.member_s += task.arrival - created
+                del ready[key][:got]
+                out.asked += task.vms
+                out.hits += got
+                out.saved_s += got * (self.fresh - self.claim)
+                asks[key].append((task.arrival, task.vms))
+                if got < task.vms:
+                    seen_fresh = self.fresh   # a miss measures it
+            wanted = targets(now, asks, seen_fresh)
+            alive = {}
+            for key in set(ready) | set(building) | set(wanted):
+                self._promote(ready, building, key, now)
+                have = len(ready[key]) + len(building[key])
+                extra = min(have - wanted.get(key, 0), len(ready[key]))
+                if extra > 0:
+                    # Retired: idle members the policy no longer wants.
+                    for created in ready[key][:extra]:
+                        out.member_s += now - created
+                    del ready[key][:extra]
+                alive[key] = len(ready[key]) + len(building[key])
+            if self.budget is None:
+                create = {k: n - alive.get(k, 0) for k, n in wanted.items()}
+            else:
+                create = allocation.to_create(wanted, alive, self.budget)
+            for key, more in create.items():
+                if more > 0:
+                    building[key] += [now] * more
+            alive = sum(len(v) for v in ready.values()) + sum(
+                len(v) for v in building.values())
+            if self.budget is not None and alive > self.budget.members:
+                out.budget_exceeded += 1
+            out.rounds += 1
+            now += self.interval
+        for members in list(ready.values()) + list(building.values()):
+            out.member_s += sum(end - created for created in members)
+        return out
+
+    def _promote(self, ready, building, key, now):
+        done = [c for c in building[key] if c + self.lead <= now]
+        if done:
+            building[key] = [c for c in building[key]
+                             if c + self.lead > now]
+            ready[key] += done
+
+
+def learned(lead, claim, budget, project='project'):
+    """The shipped policy: forecast each key, allocate under ``budget``."""
+    def targets(now, asks, seen_fresh):
+        if seen_fresh is None:
+            return {}   # no miss measured yet: no saving known
+        candidates = [allocation.Candidate(
+            key, project, forecast.forecast(history, now, lead),
+            seen_fresh - claim) for key, history in asks.items()]
+        return allocation.allocate(candidates, budget).members
+    return targets
+
+
+def reactive(keys, lead, window=600.0, margin=0.2):
+    """Little's law on ``keys``, defined before the stream is seen."""
+    def targets(now, asks, seen_fresh):
+        return {key: sizing.target_size(
+            sizing.arrival_rate(asks.get(key, ()), now, window), lead,
+            margin, 0, MAX_STATIC) for key in keys}
+    return targets
+
+
+def static(counts):
+    return lambda now, asks, seen_fresh: counts
+
+
+def hindsight(tasks, make_replay, cost_cap):
+    """The best static members per key at no more than ``cost_cap``.
+
+    Keys do not share members, so each key's static pools are replayed
+    alone at every size; members then go, one at a time, to the key whose
+    next one saves the most per added VM-second, while the cost allows.
+    """
+    by_key = collections.defaultdict(list)
+    for task in tasks:
+        by_key[key_of(task)].append(task)
+    table = {}
+    for key, own in by_key.items():
+        replay = make_replay(own)
+        table[key] = [replay.run(static({key: c})) for c in
+                      range(MAX_STATIC + 1)]
+    counts = {key: 0 for key in table}
+    cost = sum(rows[0].member_s for rows in table.values())
+    while True:
+        best = None
+        for key, rows in table.items():
+            c = counts[key]
+            if c == MAX_STATIC:
+                continue
+            more = rows[c + 1].member_s - rows[c].member_s
+            gain = rows[c + 1].saved_s - rows[c].saved_s
+            if gain > 0 and cost + more <= cost_cap and (
+                    best is None or gain / max(more, 1e-9) > best[0]):
+                best = (gain / max(more, 1e-9), key, more)
+        if best is None:
+            break
+        counts[best[1]] += 1
+        cost += best[2]
+    return counts
+
+
+def draw_chart(path, points, hindsight_point, oracle_saved):
+    import matplotlib
+    matplotlib.use('Agg')
+    from matplotlib import pyplot
+    fig, ax = pyplot.subplots(figsize=(6, 4))
+    xs = [p[1] / 3600 for p in points]
+    ax.plot(xs, [p[0] / 3600 for p in points], 'o-',
+            label='learned (three budgets)')
+    ax.plot([hindsight_point[1] / 3600], [hindsight_point[0] / 3600], 's',
+            label='hindsight static')
+    ax.axhline(oracle_saved / 3600, linestyle='--', color='grey',
+               label='oracle (no idle cost)')
+    ax.set_xlabel('member VM-hours (create to claim or deletion)')
+    ax.set_ylabel('user waiting hours saved')
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog='python -m mlaccel_lab.bench pools-demand',
+        description=__doc__.split('\n')[0])
+    parser.add_argument('--days', type=float, default=8.0,
+                        help='days of tasks replayed')
+    parser.add_argument('--seed', type=int, default=1)
+    parser.add_argument('--trace', metavar='FILE',
+                        help='replay this file of the trace\'s columns '
+                             'instead of a stream drawn from the shipped '
+                             'figures')
+    parser.add_argument('--images', type=int, default=6,
+                        help='images of the Zipf popularity model')
+    parser.add_argument('--lead', type=float, default=120.0,
+                        help='seconds from a member\'s create request to '
+                             'its warm daemon')
+    parser.add_argument('--fresh', type=float, default=120.0,
+                        help='seconds a VM created for a task keeps it '
+                             'waiting (its fresh overhead)')
+    parser.add_argument('--claim', type=float, default=1.0,
+                        help='seconds a claim of a warm member takes')
+    parser.add_argument('--interval', type=float, default=60.0,
+                        help='seconds between two pool manager rounds')
+    parser.add_argument('--chart', metavar='FILE', default='pools-demand.png')
+    args = parser.parse_args(argv)
+
+    images = trace.zipf_images(args.images)
+    if args.trace:
+        tasks = trace.from_trace(trace.read_rows(args.trace), args.seed,
+                                 images, args.days)
+        source = 'the tasks of %s' % args.trace
+    else:
+        figures = trace.load()
+        tasks = trace.draw(figures, args.days, args.seed, images)
+        source = 'a stream drawn from figures of the %s' % figures['source']
+    flavors = sorted({t.flavor for t in tasks})
+    print('stream: %s; %d tasks, %d VMs over %.1f days (seed %d)'
+          % (source, len(tasks), sum(t.vms for t in tasks), args.days,
+             args.seed))
+    print('assumed: images drawn by Zipf (exponent 1) over %d images; '
+          'flavors from the trace\'s shapes (%s); one VM per GPU'
+          % (args.images, ', '.join(flavors)))
+    print('assumed: lead time %.0f s, fresh overhead %.0f s, claim %.0f s, '
+          'a manager round every %.0f s, one task per member'
+          % (args.lead, args.fresh, args.claim, args.interval))
+
+    def replay(own, budget=None):
+        return Replay(own, args.lead, args.fresh, args.claim, args.interval,
+                      budget)
+
+    results = {'none': replay(tasks).run(static({}))}
+    operator_keys = ['image-1/%s' % f for f in flavors]
+    results['reactive'] = replay(tasks).run(reactive(operator_keys,
+                                                     args.lead))
+    points = []
+    for n, (members, hours) in enumerate(BUDGETS):
+        budget = allocation.Budget(members, hours)
+        out = replay(tasks, budget).run(learned(args.lead, args.claim,
+                                                budget))
+        results['learned %d/%.0fh' % (members, hours)] = out
+        points.append((out.saved_s, out.member_s))
+        if n == DEFAULT_BUDGET:
+            default = out
+    counts = hindsight(tasks, replay, default.member_s)
+    results['hindsight'] = best = replay(tasks).run(static(counts))
+    oracle = Outcome(asked=default.asked, hits=default.asked,
+                     saved_s=default.asked * (args.fresh - args.claim))
+    results['oracle'] = oracle
+
+    print('\n%-18s %7s %7s %11s %13s %12s %9s' % (
+        'policy', 'VMs', 'hits', 'hit rate %', 'saved s', 'member s',
+        'over budget'))
+    for name, out in results.items():
+        print('%-18s %7d %7d %11.1f %13.0f %12.0f %9d' % (
+            name, out.asked, out.hits, out.hit_rate_pct, out.saved_s,
+            out.member_s, out.budget_exceeded))
+    print('hindsight static members per key: %s' % ', '.join(
+        '%s=%d' % kv for kv in sorted(counts.items()) if kv[1]))
+    draw_chart(args.chart, points, (best.saved_s, best.member_s),
+               oracle.saved_s)
+    print('chart: %s' % args.chart)
+    print('checks: same stream for every policy; hindsight spent %.0f of '
+          'the learned policy\'s %.0f member VM-seconds'
+          % (best.member_s, default.member_s))
+    ratio = default.saved_s / best.saved_s if best.saved_s else (
+        float('inf') if default.saved_s else 1.0)
+    print('RESULT learned_vs_hindsight_static=%.2f '
+          'saved_share_of_oracle_pct=%.1f hit_rate_pct=%.1f '
+          'idle_s_per_saved_s=%.2f budget_exceeded=%d' % (
+              ratio, 100.0 * default.saved_s / oracle.saved_s
+              if oracle.saved_s else 0.0, default.hit_rate_pct,
+              default.member_s / default.saved_s if default.saved_s
+              else float('inf'),
+              sum(results[k].budget_exceeded for k in results
+                  if k.startswith('learned'))))
+    return 0

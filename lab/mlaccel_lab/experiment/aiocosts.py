@@ -1,0 +1,109 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""What a run on the all-in-one cloud cost, read where it happened.
+
+The services' own log lines since a mark: each compute's test virt driver
+logs ``Fetched image <id> (<n> bytes)`` for every download into its image
+cache, each agent ``Pre-fetched image <id>: <n> bytes`` for every
+pre-fetch, and the mirror-volume driver ``Volume <id> from image <id>
+takes Cinder's normal path`` for every volume it did not clone. Golden
+volumes (the internal tenant's, each one download of its image) are listed
+from Cinder.
+"""
+
+import os
+import re
+
+from mlaccel.cinder import metadata as cinder_metadata
+from mlaccel_lab.testing.aio import agents
+from mlaccel_lab.testing.aio import configs
+from mlaccel_lab.testing.aio import procs
+
+FETCHED = re.compile(r'Fetched image (?P<image>[0-9a-f-]{36}) '
+                     r'\((?P<bytes>\d+) bytes\)')
+PREFETCHED = re.compile(r'Pre-fetched image (?P<image>[0-9a-f-]{36}): '
+                        r'(?P<bytes>\d+) bytes')
+DEGRADED = re.compile(r'Volume (?P<volume>[0-9a-f-]{36}) from image '
+                      r'(?P<image>[0-9a-f-]{36}) takes Cinder')
+
+
+def compute_log(host):
+    return 'nova-compute-' + host
+
+
+class LogMark:
+    """Offsets of the services' logs at a moment; reads what came after."""
+
+    def __init__(self, lay):
+        self.lay = lay
+        self.offsets = {name: _size(procs.log_path(lay, name))
+                        for name in self.names()}
+
+    def names(self):
+        hosts = self.lay.compute_hosts()
+        return ([compute_log(h) for h in hosts]
+                + [agents.service(h) for h in hosts] + ['cinder-volume'])
+
+    def since(self, name):
+        """The text ``name`` logged since the mark."""
+        path = procs.log_path(self.lay, name)
+        offset = self.offsets.get(name, 0)
+        try:
+            with open(path, 'rb') as f:
+                if os.path.getsize(path) < offset:
+                    offset = 0  # the log was replaced
+                f.seek(offset)
+                return f.read().decode('utf-8', 'replace')
+        except FileNotFoundError:
+            return ''
+
+    def fetches(self):
+        """``[(host, image id, bytes)]`` downloaded into image caches."""
+        out = []
+        for host in self.lay.compute_hosts():
+            for name, pattern in ((compute_log(host), FETCHED),
+                                  (agents.service(host), PREFETCHED)):
+                out += [(host, m.group('image'), int(m.group('bytes')))
+                        for m in pattern.finditer(self.since(name))]
+        return out
+
+    def fetched_by_compute(self):
+        """``{(host, image id)}`` downloaded by nova-compute itself."""
+        return {(host, m.group('image'))
+                for host in self.lay.compute_hosts()
+                for m in FETCHED.finditer(self.since(compute_log(host)))}
+
+    def degraded_volumes(self):
+        """Ids of volumes the mirror-volume driver did not clone."""
+        return {m.group('volume')
+                for m in DEGRADED.finditer(self.since('cinder-volume'))}
+
+
+def golden_fills(conn):
+    """``(count, bytes)`` of the golden volumes Cinder lists now."""
+    count = size = 0
+    for volume in conn.block_storage.volumes(
+            details=True, all_projects=True,
+            project_id=configs.CINDER_INTERNAL_PROJECT):
+        meta = volume.metadata or {}
+        if cinder_metadata.IMAGE_KEY in meta:
+            count += 1
+            size += int(meta.get(cinder_metadata.SIZE_KEY) or 0)
+    return count, size
+
+
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return 0

@@ -1,0 +1,387 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The simulator's stage costs, fitted from an experiment's records.
+
+The calibration input is an experiment's results JSON
+(:mod:`mlaccel_lab.experiment.results`): launch records whose VMs carry
+``facts``. From the kept runs' succeeded VMs:
+
+``schedule_seconds``
+    median over launches of the scheduling stage of the first fresh VM
+    scheduled (the others queue behind it), ``stock`` in arms without the
+    scheduler plugins, ``plugins`` in arms with them.
+
+``build_seconds``, ``download_bandwidth``
+    least squares over those image-backed VMs of
+    ``creation = build + glance_bytes / bandwidth`` (cache hits have
+    ``glance_bytes`` 0, so the images' sizes and the hits fix both).
+``volume_copy_bandwidth``
+    those volume-backed VMs whose volume was a full copy: their images' bytes
+    over their creation time beyond ``build_seconds``.
+``clone_seconds``
+    median creation beyond ``build_seconds`` of cloned volumes.
+``cold_start_seconds``
+    median buffering of fresh VMs in arms without taskd (the task started
+    by user-data), less ``guest_boot_seconds``.
+``preload_seconds``
+    fresh VMs with taskd: median time from ``active`` to their daemon's
+    readiness push (``observed.ready_received``), less the guest's boot.
+``warm_start_seconds``
+    median buffering of VMs claimed from a warm pool (claim, submit, fork
+    to first step); without pooled VMs, taskd VMs' buffering after the
+    push.
+The creation costs are first estimated as below, then *refined*: VMs
+that were created at the same time queued for downloads and shared
+bandwidth, which the estimates take for slowness. The refinement (a
+multiplicative coordinate search) changes them until the simulator,
+running the same arms of the same workload, gives the mean creation
+measured for each arm, image, boot kind and transfer (whether the VM
+downloaded or copied its image). Validation
+(:mod:`mlaccel_lab.experiment.validation`) then compares every stage of
+every arm, not only creation.
+
+``guest_boot_seconds``
+    0 unless the VMs' observations carry ``guest_started`` (the test
+    hypervisor starts the guest process at spawn, so it is not separable).
+``step_seconds``
+    median running stage over the task's steps.
+
+``sources`` says, for each, how many VMs gave it, or that it was not
+measured and which stated default stands in. A calibration may also be
+written by hand as a JSON or YAML file of these fields
+(:data:`mlaccel_lab.experiment.schema.CALIBRATION`).
+"""
+
+import dataclasses
+
+import numpy
+
+from mlaccel_lab.experiment import arms
+from mlaccel_lab.experiment import results as results_mod
+from mlaccel_lab.experiment import schema
+from mlaccel_lab.experiment import simulator
+from mlaccel_lab.experiment import workload as workload_mod
+
+
+class CalibrationError(ValueError):
+    """The records cannot give a cost the simulator needs."""
+
+
+@dataclasses.dataclass
+class Calibration:
+    """Stage costs (seconds, bytes per second) and the cluster's size."""
+
+    schedule_seconds: dict
+    build_seconds: float
+    download_bandwidth: float
+    volume_copy_bandwidth: float
+    clone_seconds: float
+    guest_boot_seconds: float
+    cold_start_seconds: float
+    preload_seconds: float
+    warm_start_seconds: float
+    step_seconds: float
+    hosts: int
+    host_slots: int = 64
+    #: nova-compute's max_concurrent_builds.
+    build_limit: int = 10
+    #: The build limit the agent publishes (its initial one by default).
+    pacing_limit: int = 4
+    #: Glance's aggregate bandwidth (None: one host's download's).
+    glance_bandwidth: float = None
+    volume_backends: int = 1
+    scheduler_workers: int = 1
+    #: Warm pool manager: seconds between sizings, demand window, margin.
+    pool_interval: float = 10.0
+    pool_window: float = 300.0
+    pool_margin: float = 0.5
+    pool_max: int = 8
+    sources: dict = dataclasses.field(default_factory=dict)
+    version: int = 1
+
+    @property
+    def glance(self):
+        return self.glance_bandwidth or self.download_bandwidth
+
+    def to_dict(self):
+        return {key: value for key, value in dataclasses.asdict(self).items()
+                if value is not None}
+
+    @classmethod
+    def from_dict(cls, data, name='calibration'):
+        schema.check(data, schema.CALIBRATION, name)
+        return cls(**data)
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return (float(numpy.median(values)), len(values)) if values else None
+
+
+def _fresh(rows):
+    return [row for row in rows if not row['pooled']]
+
+
+def _fit_creation(rows, sources):
+    """``(build_seconds, download_bandwidth)``, first estimates.
+
+    Least squares when the downloads' sizes tell build from transfer;
+    when they cannot (one size only, or VMs that queued together hiding
+    the slope), build is half the quickest creation and the bandwidth the
+    median of each downloading VM's bytes over the rest of its creation.
+    Either way :func:`refine` then fits both to the measured creations
+    with the simulator, which models the queueing.
+    """
+    image = [row for row in _fresh(rows)
+             if row['facts']['boot'] == workload_mod.IMAGE]
+    if len(image) < 2:
+        raise CalibrationError('fewer than 2 fresh image-backed VMs in the '
+                               'records: cannot fit build and download')
+    size = numpy.array([row['facts']['glance_bytes'] for row in image],
+                       dtype=float)
+    creation = numpy.array([row['durations']['creation'] for row in image])
+    if not size.any():
+        raise CalibrationError('no fresh image-backed VM downloaded its '
+                               'image: cannot fit the download bandwidth')
+    if numpy.ptp(size) > 0:
+        design = numpy.column_stack([numpy.ones_like(size), size])
+        (build, per_byte), *_ = numpy.linalg.lstsq(design, creation,
+                                                   rcond=None)
+        if per_byte > 0 and build >= 0:
+            sources['build_seconds'] = sources['download_bandwidth'] = (
+                'least squares over %d image-backed VMs, refined'
+                % len(image))
+            return float(build), float(1.0 / per_byte)
+        why = 'slope %.3g s/byte, intercept %.3g s' % (per_byte, build)
+    else:
+        why = 'all downloaded %d bytes' % size[0]
+    build = 0.5 * float(creation.min())
+    bandwidth = float(numpy.median([b / max(c - build, 1e-3)
+                                    for b, c in zip(size, creation) if b]))
+    sources['build_seconds'] = sources['download_bandwidth'] = (
+        'rough estimate from %d image-backed VMs (least squares cannot '
+        'separate build from download: %s), refined' % (len(image), why))
+    return build, bandwidth
+
+
+def _fit_volumes(rows, build, sources):
+    volume = [row for row in _fresh(rows)
+              if row['facts']['boot'] == workload_mod.VOLUME]
+    copies = [row for row in volume if row['facts']['volume_copy']]
+    clones = [row for row in volume if row['facts']['volume_clone']
+              and not row['facts']['volume_copy']]
+    extra = sum(max(row['durations']['creation'] - build, 1e-6)
+                for row in copies)
+    if not copies:
+        raise CalibrationError('no volume-backed VM whose volume was '
+                               'copied: cannot fit volume_copy_bandwidth')
+    bandwidth = sum(row['facts']['image_bytes'] for row in copies) / extra
+    sources['volume_copy_bandwidth'] = 'bytes over time of %d copies, ' \
+        'refined' % len(copies)
+    clone = _median(max(row['durations']['creation'] - build, 0.0)
+                    for row in clones)
+    if clone is None:
+        sources['clone_seconds'] = 'not measured: 0'
+        return bandwidth, 0.0
+    sources['clone_seconds'] = 'median of %d clones, refined' % clone[1]
+    return bandwidth, clone[0]
+
+
+def _fit_buffering(rows, sources):
+    fresh = _fresh(rows)
+    cold = [row for row in fresh if arms.TASKD not in row['mechanisms']]
+    warm = [row for row in fresh if arms.TASKD in row['mechanisms']]
+    boot = _median(row['observed'].get('guest_started', None)
+                   and row['observed']['guest_started']
+                   - row['events']['active'] for row in fresh)
+    if boot is None:
+        boot = (0.0, 0)
+        sources['guest_boot_seconds'] = 'not separable here: 0'
+    else:
+        sources['guest_boot_seconds'] = 'median of %d guests' % boot[1]
+    cold_start = _median(row['durations']['buffering'] - boot[0]
+                         for row in cold)
+    if cold_start is None:
+        raise CalibrationError('no fresh VM without taskd: cannot fit '
+                               'cold_start_seconds')
+    sources['cold_start_seconds'] = 'median of %d VMs' % cold_start[1]
+    pushed = [row for row in warm
+              if row['observed'].get('ready_received') is not None]
+    preload = _median(max(row['observed']['ready_received']
+                          - row['events']['active'] - boot[0], 0.0)
+                      for row in pushed)
+    if preload is None:
+        preload = cold_start
+        sources['preload_seconds'] = 'not measured: cold_start_seconds'
+    else:
+        sources['preload_seconds'] = 'median of %d pushes' % preload[1]
+    pooled = [row for row in rows if row['pooled']]
+    warm_start = _median(row['durations']['buffering'] for row in pooled)
+    if warm_start is not None:
+        sources['warm_start_seconds'] = 'median of %d pooled VMs' \
+            % warm_start[1]
+    else:
+        warm_start = _median(
+            max(row['events']['started'] - row['observed']['ready_received'],
+                0.0) for row in pushed)
+        if warm_start is None:
+            warm_start = (0.0, 0)
+            sources['warm_start_seconds'] = 'not measured: 0'
+        else:
+            sources['warm_start_seconds'] = 'median of %d VMs after the ' \
+                'push' % warm_start[1]
+    return boot[0], cold_start[0], preload[0], warm_start[0]
+
+
+def fit(results, hosts=None):
+    """The :class:`Calibration` of an experiment's ``results`` dict."""
+    rows = results_mod.vm_rows(results)
+    if not rows:
+        raise CalibrationError('no succeeded VM in the kept runs')
+    sources = {}
+    fresh = _fresh(rows)
+    first = {}
+    for row in fresh:
+        known = first.get(row['launch'])
+        if known is None or row['durations']['scheduling'] \
+                < known['durations']['scheduling']:
+            first[row['launch']] = row
+    schedule = {}
+    for key, with_plugins in (('stock', False), ('plugins', True)):
+        found = _median(row['durations']['scheduling']
+                        for row in first.values()
+                        if (arms.SCHEDULER in row['mechanisms'])
+                        == with_plugins)
+        if found is not None:
+            schedule[key] = found[0]
+            sources['schedule_seconds.' + key] = 'median of %d launches\' ' \
+                'first VMs' % found[1]
+    if not schedule:
+        raise CalibrationError('no fresh VM: cannot fit scheduling')
+    for key, other in (('stock', 'plugins'), ('plugins', 'stock')):
+        if key not in schedule:
+            schedule[key] = schedule[other]
+            sources['schedule_seconds.' + key] = 'not measured: ' + other
+    build, download = _fit_creation(rows, sources)
+    copy, clone = _fit_volumes(rows, build, sources)
+    boot, cold, preload, warm = _fit_buffering(rows, sources)
+    step = _median(row['durations']['running'] / row['steps']
+                   for row in rows if row['steps'])
+    if step is None:
+        raise CalibrationError('no record says how many steps ran')
+    sources['step_seconds'] = 'median of %d VMs' % step[1]
+    if hosts is None:
+        hosts = len({row['facts']['host'] for row in rows})
+    return refine(Calibration(
+        schedule_seconds=schedule, build_seconds=build,
+        download_bandwidth=download, volume_copy_bandwidth=copy,
+        clone_seconds=clone, guest_boot_seconds=boot,
+        cold_start_seconds=cold, preload_seconds=preload,
+        warm_start_seconds=warm, step_seconds=step[0], hosts=hosts,
+        sources=sources), results)
+
+
+_REFINED = ('build_seconds', 'download_bandwidth', 'volume_copy_bandwidth',
+            'clone_seconds')
+
+
+def _creation_means(rows):
+    """Mean creation of fresh VMs per arm, image, boot kind and transfer.
+
+    Grouped by whether the VM downloaded or copied its image too, so that
+    where VMs landed (a cache hit or not) does not count as a cost.
+    """
+    sums = {}
+    for row in rows:
+        if row['pooled']:
+            continue
+        facts = row['facts']
+        key = (row['arm'], facts['image'], facts['boot'],
+               facts['glance_bytes'] > 0, facts['volume_copy'])
+        total, count = sums.get(key, (0.0, 0))
+        sums[key] = (total + row['durations']['creation'], count + 1)
+    return {key: total / count for key, (total, count) in sums.items()}
+
+
+def _simulated_rows(calibration, workload, ran):
+    """Fresh VMs' rows of one simulated run of each arm in ``ran``."""
+    rows = []
+    for arm in ran:
+        cluster = simulator.Cluster(calibration, arm, workload,
+                                    records=False)
+        cluster.run()
+        rows += [{'arm': arm.name, 'pooled': False, 'facts': facts,
+                  'durations': {'creation': (
+                      observed['notified']['active']
+                      - observed['notified']['scheduled'])}}
+                 for facts, observed, pool in cluster.vms if pool is None]
+    return rows
+
+
+def refine(calibration, results, tolerance=1.02, budget=400):
+    """Tune the creation costs so the simulator's creation matches.
+
+    Runs the simulator once for each arm on the measured workload (fresh
+    VMs only: a pooled VM's creation was before its launch), and searches
+    multiplicatively (factor 2, then its square roots, down to
+    ``tolerance``) for the costs that minimise the squared relative errors
+    of :func:`_creation_means`. A move counts
+    when it lowers the loss by more than a millionth; the search stops
+    after ``budget`` simulations in any case. No cost drops below a
+    millisecond (or a byte per second).
+    """
+    workload = workload_mod.Workload.from_dict(results['workload'])
+    ran = [arms.Arm.from_dict(a) for a in results['arms']]
+    measured = _creation_means(results_mod.vm_rows(results))
+
+    def loss(candidate):
+        simulated = _creation_means(_simulated_rows(candidate, workload, ran))
+        return sum(((simulated[key] - value) / value) ** 2
+                   for key, value in measured.items()
+                   if value > 0 and key in simulated)
+
+    best = dataclasses.replace(calibration, **{
+        name: max(getattr(calibration, name), 1e-3) for name in _REFINED})
+    best_loss = loss(best)
+    step = 2.0
+    spent = 1
+    while step > tolerance and spent < budget:
+        improved = False
+        for name in _REFINED:
+            for factor in (step, 1.0 / step):
+                value = max(getattr(best, name) * factor, 1e-3)
+                if value == getattr(best, name):
+                    continue
+                trial = dataclasses.replace(best, **{name: value})
+                trial_loss = loss(trial)
+                spent += 1
+                if trial_loss < best_loss * (1 - 1e-6):
+                    best, best_loss, improved = trial, trial_loss, True
+        if not improved:
+            step = step ** 0.5
+    best.sources['refinement'] = 'creation rms relative error %.1f %%' % (
+        100.0 * (best_loss / max(len(measured), 1)) ** 0.5)
+    return best
+
+
+def load(path):
+    """A calibration from ``path``: an experiment's results or by hand.
+
+    :returns: ``(calibration, results)``, ``results`` ``None`` for a
+        calibration file.
+    """
+    data = schema.read(path)
+    if isinstance(data, dict) and 'runs' in data:
+        results = schema.check(data, results_mod.SCHEMA, path)
+        return fit(results), results
+    return Calibration.from_dict(data, path), None

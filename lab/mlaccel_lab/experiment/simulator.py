@@ -1,0 +1,400 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""A discrete-event simulation (SimPy) of the task life cycle.
+
+The same four stages as the records (:mod:`mlaccel.lifecycle`), with the
+costs of a :class:`~mlaccel_lab.experiment.calibration.Calibration`:
+
+- **scheduling**: each VM's request waits for one of the scheduler's
+  workers, which takes ``schedule_seconds`` (``plugins`` with the
+  scheduler plugins on). Stock Nova spreads (most free slots); the plugins
+  drop hosts with as many builds in flight as their published build limit
+  (BuildSlotFilter) and take the host :class:`mlaccel.costmodel.CostModel`
+  predicts to start the task soonest (LifecycleWeigher), from what a host
+  report would say: cached images, builds in flight, build limit.
+- **creation**: a build slot of nova-compute (``build_limit``), then the
+  image (a download from Glance into the host's cache unless cached or
+  already coming: one download per image and host), or for a volume-backed
+  VM a full copy of the image by its Cinder backend, or with mirror volumes
+  a clone of the image's golden volume (copied once per backend); then
+  ``build_seconds``. Downloads and copies share the host's link, Glance's
+  and the backend's bandwidth fairly (:mod:`.bandwidth`).
+- **buffering**: the guest's boot, then a cold start of the task from
+  user-data, or with taskd its preload and a warm start after its push.
+- **running**: the task's steps.
+
+Mechanisms: the agent pre-fetches hot images to every host from the start
+and publishes ``pacing_limit`` as its build limit; mirror volumes clone;
+taskd starts warm; warm pools (one per image and boot kind) are sized by
+:mod:`mlaccel.pool.sizing` (Little's law on the measured demand, the
+measured lead time of their refills), or, with ``prefill`` (to
+reproduce an all-in-one run, whose runner fills every pool before the run),
+between the workload's bounds from a fill to their minimum before the first
+arrival; a member's daemon always preloads, and a claimed member skips
+scheduling, creation, boot and preload.
+
+Its output is launch records in the record schema, so every table and
+chart is made from simulated runs as from measured ones
+(:class:`mlaccel_lab.experiment.simrunner.SimulatedRunner` runs it as an
+experiment runner).
+"""
+
+import random
+import types
+
+import simpy
+
+from mlaccel import costmodel
+from mlaccel.launcher import record as record_mod
+from mlaccel.pool import sizing
+from mlaccel_lab.experiment import arms
+from mlaccel_lab.experiment import bandwidth
+from mlaccel_lab.experiment import results as results_mod
+from mlaccel_lab.experiment import workload as workload_mod
+
+
+class Host:
+    """A compute node, with what its host report would carry."""
+
+    def __init__(self, env, index, calibration, build_limit):
+        self.name = 'sim-host-%d' % index
+        self.index = index
+        self.free = calibration.host_slots
+        self.cached_images = set()
+        self.fetching = {}
+        self.builds = simpy.Resource(env, capacity=calibration.build_limit)
+        self.builds_in_flight = 0
+        self.build_limit = build_limit
+        self.build_throughput = 0
+        self.fetch_bandwidth = calibration.download_bandwidth
+        self.link = bandwidth.Link(calibration.download_bandwidth)
+
+
+class _Pool:
+    """One warm pool: its idle members and its demand."""
+
+    def __init__(self, key, bounds):
+        self.key = key
+        self.bounds = bounds
+        self.idle = []
+        self.creating = 0
+        self.arrivals = []
+        self.lead = None
+
+
+class Cluster:
+    """One arm's run of a workload on a simulated cloud."""
+
+    def __init__(self, calibration, arm, workload, seed=0, label='sim',
+                 records=True, prefill=False):
+        self.cal = calibration
+        self.prefill = prefill
+        self.keep_records = records
+        self.arm = arm
+        self.workload = workload
+        self.label = label
+        self.rng = random.Random(seed)
+        self.env = simpy.Environment()
+        self.fluid = bandwidth.Fluid(self.env)
+        limit = calibration.pacing_limit if arm.on(arms.AGENT) \
+            else calibration.build_limit
+        self.hosts = [Host(self.env, i, calibration, limit)
+                      for i in range(calibration.hosts)]
+        self.glance = bandwidth.Link(calibration.glance)
+        self.backends = [bandwidth.Link(calibration.volume_copy_bandwidth)
+                         for _ in range(calibration.volume_backends)]
+        self.golden = {}
+        self.scheduler = simpy.Resource(self.env,
+                                        capacity=calibration.scheduler_workers)
+        self.model = costmodel.CostModel(types.SimpleNamespace(
+            mlaccel_costmodel=types.SimpleNamespace(
+                default_fetch_bandwidth=calibration.download_bandwidth,
+                default_image_size=max(i.size for i in workload.images),
+                default_build_seconds=calibration.build_seconds,
+                cold_start_seconds=calibration.cold_start_seconds,
+                warm_start_seconds=calibration.warm_start_seconds)))
+        self.costs = dict.fromkeys(results_mod.RUN_COSTS, 0)
+        self.pools = {}
+        self.records = []
+        #: ``(facts, observed, pool)`` of every task VM, in end order.
+        self.vms = []
+
+    # Scheduling
+
+    def _choose(self, image):
+        """The host a request goes to, or ``None`` when none has room.
+
+        Stock: one of the hosts with the most free slots. The plugins: of
+        the hosts with a build slot left (all hosts with room if none has),
+        one predicted to start the VM soonest, the freest among those. Ties
+        go to a host drawn at random, as Nova's
+        ``shuffle_best_same_weighed_hosts`` does.
+        """
+        if not self.arm.on(arms.SCHEDULER):
+            hosts = [h for h in self.hosts if h.free > 0]
+            if not hosts:
+                return None
+            most = max(h.free for h in hosts)
+            return self.rng.choice([h for h in hosts if h.free == most])
+        # The simulated hosts differ only in their builds, their room and
+        # their cache: the cost model predicts each kind of host once,
+        # not each of a thousand hosts per request.
+        name = image.name
+        kinds = {}
+        for h in self.hosts:
+            if h.free > 0:
+                key = (h.builds_in_flight < h.build_limit,
+                       name in h.cached_images, h.builds_in_flight,
+                       h.build_limit, h.free, h.build_throughput,
+                       h.fetch_bandwidth)
+                alike = kinds.get(key)
+                if alike is None:
+                    kinds[key] = [h]
+                else:
+                    alike.append(h)
+        if not kinds:
+            return None
+        keys = [k for k in kinds if k[0]] or list(kinds)
+        request = costmodel.StartRequest(name, image.size)
+        seconds = self.model.seconds_each([kinds[k][0] for k in keys],
+                                          request)
+        ranks = [(s, -k[4]) for s, k in zip(seconds, keys)]
+        best = min(ranks)
+        return self.rng.choice([h for rank, k in zip(ranks, keys)
+                                if rank == best for h in kinds[k]])
+
+    def _schedule(self, image):
+        cost = self.cal.schedule_seconds[
+            'plugins' if self.arm.on(arms.SCHEDULER) else 'stock']
+        while True:
+            with self.scheduler.request() as turn:
+                yield turn
+                yield self.env.timeout(cost)
+                host = self._choose(image)
+            if host is not None:
+                host.free -= 1
+                host.builds_in_flight += 1
+                return host
+            # No room: Nova would answer NoValidHost; a user retries.
+            yield self.env.timeout(max(cost, 1.0))
+
+    # Creation
+
+    def _fetch(self, host, image):
+        """Bring ``image`` into ``host``'s cache; bytes this call moved."""
+        if image.name in host.cached_images:
+            return 0
+        coming = host.fetching.get(image.name)
+        if coming is not None:
+            yield coming
+            return 0
+        done = self.fluid.transfer(image.size, (host.link, self.glance))
+        host.fetching[image.name] = done
+        self.costs['glance_bytes'] += image.size
+        yield done
+        del host.fetching[image.name]
+        host.cached_images.add(image.name)
+        return image.size
+
+    def _copy(self, backend, image):
+        self.costs['glance_bytes'] += image.size
+        self.costs['volume_copies'] += 1
+        yield self.fluid.transfer(image.size, (backend, self.glance))
+
+    def _volume(self, host, image):
+        """Make the VM's volume; ``(copied, cloned)``."""
+        backend = self.backends[host.index % len(self.backends)]
+        if not self.arm.on(arms.MIRROR):
+            yield from self._copy(backend, image)
+            return True, False
+        key = (id(backend), image.name)
+        golden = self.golden.get(key)
+        copied = golden is None
+        if copied:
+            golden = self.golden[key] = self.env.event()
+            yield from self._copy(backend, image)
+            golden.succeed()
+        else:
+            yield golden
+        yield self.env.timeout(self.cal.clone_seconds)
+        return copied, True
+
+    def _create(self, host, image, boot):
+        facts = {'host': host.name, 'image': image.name,
+                 'image_bytes': image.size, 'boot': boot,
+                 'glance_bytes': 0, 'volume_copy': False,
+                 'volume_clone': False}
+        with host.builds.request() as slot:
+            yield slot
+            if boot == workload_mod.IMAGE:
+                facts['glance_bytes'] = yield from self._fetch(host, image)
+            else:
+                facts['volume_copy'], facts['volume_clone'] = \
+                    yield from self._volume(host, image)
+                facts['glance_bytes'] = image.size * facts['volume_copy']
+            yield self.env.timeout(self.cal.build_seconds)
+        host.builds_in_flight -= 1
+        return facts
+
+    # Buffering and running
+
+    def _fresh_vm(self, image, boot, warm):
+        """Schedule, create and boot a VM; its observations and facts.
+
+        ``warm``: its task daemon preloads (taskd, or a pool member).
+        """
+        observed = {'requested': self.env.now}
+        host = yield from self._schedule(image)
+        observed['notified'] = {'scheduled': self.env.now}
+        facts = yield from self._create(host, image, boot)
+        observed['notified']['active'] = self.env.now
+        yield self.env.timeout(self.cal.guest_boot_seconds)
+        if warm:
+            yield self.env.timeout(self.cal.preload_seconds)
+            observed['ready_received'] = self.env.now
+        return host, observed, facts
+
+    def _vm(self, task, index, member, results):
+        image = self.workload.image(task.image)
+        if member is None:
+            host, observed, facts = yield from self._fresh_vm(
+                image, task.boot, self.arm.on(arms.TASKD))
+            start = self.cal.warm_start_seconds \
+                if self.arm.on(arms.TASKD) else self.cal.cold_start_seconds
+            pool = None
+        else:
+            host, observed, facts, pool = member
+            observed = {'claimed': self.env.now}
+            start = self.cal.warm_start_seconds
+        yield self.env.timeout(start)
+        observed['first_step_at'] = self.env.now
+        yield self.env.timeout(task.steps * self.cal.step_seconds)
+        observed['finished_at'] = self.env.now
+        host.free += 1
+        self.vms.append((facts, observed, pool))
+        results[index] = {'name': '%s-%d' % (task.index, index),
+                          'observed': observed, 'facts': facts,
+                          'pool': pool, 'state': 'DELETED'}
+
+    def _task(self, task, done):
+        yield self.env.timeout(task.at)
+        members = self._claim(task) if self.arm.on(arms.POOL) else []
+        vms = [None] * task.vms
+        procs = [self.env.process(self._vm(
+            task, i, members[i] if i < len(members) else None, vms))
+            for i in range(task.vms)]
+        yield self.env.all_of(procs)
+        if not self.keep_records:
+            return
+        request = {'image': task.image, 'count': task.vms, 'boot': task.boot,
+                   'entry': self.workload.task_spec['entry'],
+                   'args': {'steps': task.steps}}
+        record = results_mod.annotate(record_mod.build(
+            '%s-task-%d' % (self.label, task.index), request, vms,
+            'succeeded'), task)
+        self.records.append(record)
+        done(record)
+
+    # Warm pools
+
+    def _claim(self, task):
+        pool = self.pools[(task.image, task.boot)]
+        pool.arrivals.append([self.env.now, task.vms])
+        taken = pool.idle[:task.vms]
+        del pool.idle[:task.vms]
+        for _member, ready in taken:
+            self.costs['pool_idle_vm_seconds'] += self.env.now - ready
+        return [member for member, _ready in taken]
+
+    def _member(self, pool):
+        image = self.workload.image(pool.key[0])
+        began = self.env.now
+        host, observed, facts = yield from self._fresh_vm(
+            image, pool.key[1], True)
+        pool.creating -= 1
+        pool.lead = sizing.lead_time(pool.lead, self.env.now - began)
+        pool.idle.append(((host, observed, facts, '%s/%s' % pool.key),
+                          self.env.now))
+
+    def _default_lead(self, image):
+        cal = self.cal
+        return (cal.schedule_seconds['plugins'] + cal.build_seconds
+                + image.size / cal.download_bandwidth
+                + cal.guest_boot_seconds + cal.preload_seconds)
+
+    def _pool_manager(self, pool):
+        image = self.workload.image(pool.key[0])
+        while True:
+            now = self.env.now
+            pool.arrivals = sizing.prune(pool.arrivals, now,
+                                         self.cal.pool_window)
+            rate = sizing.arrival_rate(pool.arrivals, now,
+                                       self.cal.pool_window)
+            lead = pool.lead if pool.lead is not None \
+                else self._default_lead(image)
+            target = sizing.target_size(rate, lead, self.cal.pool_margin,
+                                        *pool.bounds)
+            for _ in range(target - len(pool.idle) - pool.creating):
+                pool.creating += 1
+                self.env.process(self._member(pool))
+            while len(pool.idle) > target:
+                (host, _observed, _facts, _key), ready = pool.idle.pop(0)
+                self.costs['pool_idle_vm_seconds'] += now - ready
+                host.free += 1
+            yield self.env.timeout(self.cal.pool_interval)
+
+    # The run
+
+    def _prefetch(self, host, images):
+        for image in images:
+            yield from self._fetch(host, image)
+
+    def _pools(self):
+        """One pool per image and boot kind; with ``prefill`` filled.
+
+        Without ``prefill`` a pool holds 1 to the calibration's
+        ``pool_max`` members as its manager sizes it from demand. With it,
+        the bounds are the workload's (:meth:`~mlaccel_lab.experiment.workload.
+        Workload.pool_bounds`) and each pool holds its minimum before the
+        first arrival, as the all-in-one runner fills them before a run.
+        """
+        fills = []
+        for key in self.workload.pool_keys():
+            bounds = self.workload.pool_bounds(*key) if self.prefill \
+                else (1, self.cal.pool_max)
+            pool = self.pools[key] = _Pool(key, bounds)
+            if self.prefill:
+                pool.creating += bounds[0]
+                fills += [self.env.process(self._member(pool))
+                          for _ in range(bounds[0])]
+        if fills:
+            self.env.run(until=self.env.all_of(fills))
+        for pool in self.pools.values():
+            self.env.process(self._pool_manager(pool))
+
+    def run(self, done=lambda record: None):
+        """Run every task; return ``{'records': [...], 'costs': {...}}``."""
+        if self.arm.on(arms.AGENT):
+            hot = [image for image in self.workload.images if image.hot]
+            for host in self.hosts:
+                self.env.process(self._prefetch(host, hot))
+        if self.arm.on(arms.POOL):
+            self._pools()
+        # Arrivals count from here (after any pool's fill).
+        tasks = [self.env.process(self._task(task, done))
+                 for task in self.workload.tasks]
+        self.env.run(until=self.env.all_of(tasks))
+        for pool in self.pools.values():
+            for _member, ready in pool.idle:
+                self.costs['pool_idle_vm_seconds'] += self.env.now - ready
+        return {'records': self.records, 'costs': dict(self.costs)}

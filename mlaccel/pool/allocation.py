@@ -1,0 +1,161 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Warm members under a budget, where they save the most waiting per cost.
+
+Each candidate key brings its :class:`~mlaccel.pool.forecast.Forecast`
+and the seconds a hit saves a user (its measured fresh overhead less a
+claim's own). Its ``m``-th warm member is asked for around now with the
+forecast's chance ``p_m``; it then saves ``saving × p_m`` seconds of
+waiting and sits idle otherwise. Members are granted in the order of that
+value density, saved seconds per idle second (``saving × p_m / (1 -
+p_m)``), the idea the mirror-volume cache evicts by, until the forecast's
+target of each key is met or a budget would be exceeded: the most members
+(overall and per project) and the most idle VM-hours a day. A member is
+counted as idle all day (24 VM-hours), the most it can cost: a budget of
+``H`` idle VM-hours a day therefore allows ``H / 24`` members alive at
+once, and holds whatever the demand does. A key's members come in order
+(its ``m``-th before its ``m + 1``-th). :func:`to_create` keeps members
+being built within the same bounds, so no budget is ever exceeded.
+"""
+
+import dataclasses
+import heapq
+
+#: Chance at or above which a member counts as never idle.
+SURE = 1.0 - 1e-9
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """A key that may be kept warm.
+
+    :ivar saving: seconds a hit saves (fresh overhead less a claim's).
+    :ivar max_size: the most members it may get (its pool's bound).
+    """
+
+    key: str
+    project_id: str
+    forecast: object
+    saving: float
+    max_size: int = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """What warm members may cost.
+
+    :ivar members: the most warm members overall.
+    :ivar idle_vm_hours: the most idle VM-hours a day overall.
+    :ivar project_members: ``{project id: most members}``.
+    :ivar project_idle_vm_hours: ``{project id: most idle VM-hours a day}``.
+    """
+
+    members: int
+    idle_vm_hours: float
+    project_members: dict = dataclasses.field(default_factory=dict)
+    project_idle_vm_hours: dict = dataclasses.field(default_factory=dict)
+
+
+def density(saving, chance):
+    """Saved seconds per idle second of a member asked for with ``chance``."""
+    if chance <= 0 or saving <= 0:
+        return 0.0
+    if chance >= SURE:
+        return float('inf')
+    return saving * chance / (1.0 - chance)
+
+
+def member_cap(budget, project=None):
+    """The most members alive at once that ``budget`` allows."""
+    members, hours = budget.members, budget.idle_vm_hours
+    if project is not None:
+        members = min(members, budget.project_members.get(project, members))
+        hours = min(hours, budget.project_idle_vm_hours.get(project, hours))
+    return max(0, min(members, int(hours // 24.0 + 1e-9)))
+
+
+@dataclasses.dataclass
+class Allocation:
+    """Members per key, what they cost and what the budget refused.
+
+    :ivar members: ``{key: members}`` (keys granted none are absent).
+    :ivar idle_vm_hours: the most idle VM-hours a day they can cost.
+    :ivar refused: ``{key: members the forecast asked for but the budget
+        did not grant}``.
+    """
+
+    members: dict
+    idle_vm_hours: float
+    refused: dict
+
+    @property
+    def total(self):
+        return sum(self.members.values())
+
+
+def allocate(candidates, budget):
+    """The :class:`Allocation` of ``candidates`` under ``budget``."""
+    heap = []
+    for order, c in enumerate(candidates):
+        wanted = min(c.forecast.target, c.max_size)
+        if wanted > 0:
+            heapq.heappush(heap, (-density(c.saving, c.forecast.chance(1)),
+                                  order, 1, c, wanted))
+    members, refused, per_project = {}, {}, {}
+    total = 0
+    cap = member_cap(budget)
+    while heap:
+        neg, order, m, c, wanted = heapq.heappop(heap)
+        project = c.project_id
+        if -neg <= 0 or total + 1 > cap or per_project.get(
+                project, 0) + 1 > member_cap(budget, project):
+            # Its later members are worth no more: none of them is granted.
+            refused[c.key] = wanted - m + 1
+            continue
+        members[c.key] = m
+        total += 1
+        per_project[project] = per_project.get(project, 0) + 1
+        if m < wanted:
+            heapq.heappush(heap, (-density(c.saving, c.forecast.chance(m + 1)),
+                                  order, m + 1, c, wanted))
+    return Allocation(members, 24.0 * total, refused)
+
+
+def to_create(members, alive, budget, project_of=None):
+    """``{key: members to create now}`` towards ``members``.
+
+    :param members: ``{key: members wanted}`` (an allocation's).
+    :param alive: ``{key: members alive}``, idle or being built: the ones
+        a smaller allocation no longer wants go only as they are claimed
+        or retired, so new ones are made only while the totals (overall,
+        and per project by ``project_of[key]``) stay within the budget.
+    """
+    project_of = project_of or {}
+    room = member_cap(budget) - sum(alive.values())
+    rooms = {}
+    for key, count in alive.items():
+        project = project_of.get(key)
+        rooms[project] = rooms.get(project, 0) + count
+    rooms = {project: member_cap(budget, project) - count
+             for project, count in rooms.items()}
+    create = {}
+    for key, wanted in sorted(members.items(), key=lambda kv: -kv[1]):
+        project = project_of.get(key)
+        more = min(wanted - alive.get(key, 0), room,
+                   rooms.get(project, member_cap(budget, project)))
+        if more > 0:
+            create[key] = more
+            room -= more
+            rooms[project] = rooms.get(
+                project, member_cap(budget, project)) - more
+    return create

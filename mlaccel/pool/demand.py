@@ -1,0 +1,149 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Demand for warm members: what every launch asked for, hit or miss.
+
+Each launch that may claim members records its ask, whether a pool exists
+for its key or not: the key, its spec (so a pool can be made for it
+later), the VMs asked for and the members it got. A VM created fresh
+because no member was there records its measured fresh overhead (create
+request to warm daemon), the saving a member would have brought.
+
+One document per project in the pool store's directory, kept like the
+pools (private files, written under the store's lock on the state bus):
+all launchers of a project write to the same one, so demand is recorded
+once per cloud. Bounded by ``[mlaccel_pool] demand_records`` and
+``demand_max_age``; it survives a manager's restart.
+"""
+
+import hashlib
+import time
+
+from oslo_log import log as logging
+
+from mlaccel.pool import spec as pool_spec
+from mlaccel.pool import store as pool_store
+
+LOG = logging.getLogger(__name__)
+
+SUFFIX = '.demand'
+VERSION = 1
+#: Weight of a new fresh-overhead sample in a key's moving average.
+OVERHEAD_WEIGHT = 0.2
+
+HIT, PARTIAL, MISS = 'hit', 'partial', 'miss'
+
+
+def outcome(asked, claimed):
+    """``hit`` (every VM from a pool), ``partial`` or ``miss`` (none)."""
+    if claimed >= asked:
+        return HIT
+    return PARTIAL if claimed else MISS
+
+
+def document_key(project_id):
+    """The store key of a project's demand (any project id is safe)."""
+    return hashlib.sha256(project_id.encode('utf-8')).hexdigest()[:32]
+
+
+def empty(project_id):
+    return {'version': VERSION, 'project_id': project_id, 'asks': [],
+            'keys': {}}
+
+
+class DemandLog:
+    """The demand records of every project in one pool store.
+
+    :param store: the :class:`~mlaccel.pool.store.PoolStore`.
+    :param max_records: the most asks kept per project (the oldest go).
+    :param max_age: seconds an ask is kept.
+    """
+
+    def __init__(self, store, max_records=5000, max_age=8 * 86400.0):
+        if max_records < 1 or max_age <= 0:
+            raise ValueError('max_records and max_age must be positive')
+        self.store = store
+        self.max_records = max_records
+        self.max_age = max_age
+
+    @classmethod
+    def from_conf(cls, store, conf):
+        opts = conf.mlaccel_pool
+        return cls(store, opts.demand_records, opts.demand_max_age)
+
+    def _prune(self, doc, now):
+        asks = [a for a in doc['asks'] if now - a[0] <= self.max_age]
+        doc['asks'] = asks[-self.max_records:]
+        live = {a[1] for a in doc['asks']}
+        doc['keys'] = {k: v for k, v in doc['keys'].items() if k in live}
+
+    def _update(self, project_id, change, now):
+        key = document_key(project_id)
+        with self.store.transaction(key, create=empty(project_id),
+                                    suffix=SUFFIX) as doc:
+            if doc.get('version') != VERSION:
+                LOG.warning('Demand of project %s had version %r; started '
+                            'again', project_id, doc.get('version'))
+                doc.clear()
+                doc.update(empty(project_id))
+            change(doc)
+            self._prune(doc, now)
+
+    def record_ask(self, spec, asked, claimed, now=None):
+        """Record a launch that asked for ``asked`` VMs of ``spec``."""
+        now = time.time() if now is None else now
+        if asked < 1 or claimed < 0 or claimed > asked:
+            raise ValueError('asked %r, claimed %r' % (asked, claimed))
+
+        def change(doc):
+            doc['asks'].append([now, spec.key, asked, claimed])
+            entry = doc['keys'].setdefault(spec.key, {
+                'spec': spec.to_dict(), 'fresh_overhead_s': None,
+                'fresh_samples': 0})
+            entry['spec'] = spec.to_dict()
+
+        self._update(spec.project_id, change, now)
+
+    def record_fresh(self, spec, samples, now=None):
+        """Record the fresh overheads (seconds) of VMs of ``spec``.
+
+        Each is a VM created because no member was there: its seconds from
+        the create request to its warm daemon's readiness.
+        """
+        now = time.time() if now is None else now
+        samples = list(samples)
+        if not all(s >= 0 for s in samples):
+            raise ValueError('fresh overheads must be >= 0, got %r'
+                             % (samples,))
+
+        def change(doc):
+            entry = doc['keys'].get(spec.key)
+            if entry is None:
+                return  # no ask of it is kept
+            for seconds in samples:
+                old = entry['fresh_overhead_s']
+                entry['fresh_overhead_s'] = seconds if old is None else (
+                    (1 - OVERHEAD_WEIGHT) * old + OVERHEAD_WEIGHT * seconds)
+                entry['fresh_samples'] += 1
+
+        self._update(spec.project_id, change, now)
+
+    def read(self, project_id):
+        """The project's demand document (no lock: a consistent copy)."""
+        try:
+            return self.store.read(document_key(project_id), SUFFIX)
+        except pool_store.NoSuchPool:
+            return empty(project_id)
+
+    def spec_of(self, doc, key):
+        """The :class:`~mlaccel.pool.spec.PoolSpec` recorded for ``key``."""
+        return pool_spec.PoolSpec.from_dict(doc['keys'][key]['spec'])

@@ -1,0 +1,130 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""How many VMs of one key will be asked for within a refill's lead time.
+
+Little's law (:mod:`mlaccel.pool.sizing`) keeps the *mean* demand over the
+lead time warm; ML launches come in bursts, so a pool sized so is empty at
+the start of each burst and refills after it has passed. The forecast
+instead looks at the *peaks* of the demand over one lead time, from the
+recorded asks (:mod:`mlaccel.pool.demand`), at two horizons:
+
+- *recent*: the largest demand in any lead-time window of the last
+  ``recent`` seconds (a burst going on now);
+- *daily*: for each of the last ``days`` days, the largest demand in any
+  lead-time window within ``daily_span`` of the same time of day (bursts
+  that recur: a team's morning runs).
+
+The number to keep warm is the larger of the recent peak and the
+``quantile`` (by default the 90th percentile) of the daily peaks: enough
+for the burst going on, and for nine days in ten of the usual one. The
+same peaks give the budget's allocation (:mod:`mlaccel.pool.allocation`)
+the chance that an m-th warm member is asked for around now: the share of
+them at least m high. Simple on purpose: a handful of measured peaks, no
+fitted model to go wrong on a new key; a key with no recorded asks
+forecasts nothing.
+"""
+
+import bisect
+import dataclasses
+import math
+
+DAY = 86400.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Forecast:
+    """The demand of one key over one lead time.
+
+    :ivar target: the VMs to keep warm.
+    :ivar tail: ``tail[m - 1]`` is the chance that at least ``m`` VMs are
+        asked for within a lead time around now, for ``m`` up to the
+        largest peak seen.
+    :ivar windows: how many peaks the figures rest on.
+    """
+
+    target: int
+    tail: tuple
+    windows: int
+
+    def chance(self, m):
+        """The chance that an ``m``-th warm member is asked for."""
+        return self.tail[m - 1] if 0 < m <= len(self.tail) else 0.0
+
+
+def window_counts(asks, starts, lead):
+    """VMs asked for in ``[start, start + lead)`` for each of ``starts``.
+
+    :param asks: ``(time, vms)`` pairs sorted by time.
+    """
+    times = [t for t, _ in asks]
+    cumulative = [0]
+    for _, vms in asks:
+        cumulative.append(cumulative[-1] + vms)
+    counts = []
+    for start in starts:
+        lo = bisect.bisect_left(times, start)
+        hi = bisect.bisect_left(times, start + lead)
+        counts.append(cumulative[hi] - cumulative[lo])
+    return counts
+
+
+def quantile(counts, q):
+    """The ``q`` quantile (nearest rank) of ``counts``; 0 for none."""
+    if not counts:
+        return 0
+    ordered = sorted(counts)
+    rank = max(1, math.ceil(q * len(ordered)))
+    return ordered[rank - 1]
+
+
+def peak(asks, begin, end, lead):
+    """The most VMs asked for in one ``lead`` window inside [begin, end).
+
+    :param asks: ``(time, vms)`` pairs sorted by time.
+    """
+    inside = [(t, n) for t, n in asks if begin <= t < end]
+    # The largest window starts at one of the asks.
+    return max(window_counts(inside, [t for t, _ in inside], lead),
+               default=0)
+
+
+def forecast(asks, now, lead, quantile_=0.9, recent=1800.0, days=7,
+             daily_span=3600.0):
+    """The :class:`Forecast` of one key from its ``(time, vms)`` asks.
+
+    :param lead: the refill lead time (create request to a warm member),
+        in seconds.
+    :param recent: seconds of the recent horizon.
+    :param days: days of the daily horizon.
+    :param daily_span: seconds either side of the same time of day that
+        count as it.
+    """
+    if lead <= 0:
+        raise ValueError('lead time must be positive, got %r' % (lead,))
+    if not 0 < quantile_ <= 1:
+        raise ValueError('quantile must be in (0, 1], got %r' % (quantile_,))
+    asks = sorted((t, n) for t, n in asks if t <= now)
+    if not asks:
+        return Forecast(0, (), 0)
+    first = asks[0][0]
+    recent_peak = peak(asks, now - recent, now + 1e-9, lead)
+    daily = [peak(asks, now - day * DAY - daily_span,
+                  now - day * DAY + daily_span, lead)
+             for day in range(1, days + 1)
+             if now - day * DAY + daily_span >= first]
+    target = max(recent_peak, quantile(daily, quantile_))
+    peaks = daily + [recent_peak]
+    top = max(peaks)
+    tail = tuple(sum(1 for p in peaks if p >= m) / len(peaks)
+                 for m in range(1, top + 1))
+    return Forecast(target, tail, len(peaks))

@@ -1,0 +1,111 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Learned pools on Nova's in-process services: made, used and retired.
+
+Real parts as in :mod:`tests.functional.pool.base`. Glance is not part of
+Nova's harness: whether the project can boot an image is asked of Nova's
+own Glance fixture, the image service the harness's servers boot from.
+"""
+
+from mlaccel.pool import demand
+from mlaccel.pool import learning
+from mlaccel.pool import store as pool_store
+from tests.functional.pool import base as pool_base
+
+PROJECT = pool_base.nova_fixtures.PROJECT_ID
+
+
+class LearnedPoolTest(pool_base.PoolTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.flags(learn=True, learn_projects=[PROJECT], budget_members=2,
+                   budget_idle_vm_hours=48.0, group='mlaccel_pool')
+        self.log = demand.DemandLog(self.store)
+
+    def manager(self, **kwargs):
+        kwargs.setdefault('image_visible', lambda image_id:
+                          image_id in self.glance.images)
+        return super().manager(**kwargs)
+
+    def age_the_demand(self, seconds):
+        """Move every recorded ask ``seconds`` back, as time passing would."""
+        with self.store.transaction(demand.document_key(PROJECT),
+                                    suffix=demand.SUFFIX) as doc:
+            for ask in doc['asks']:
+                ask[0] -= seconds
+
+    def test_a_launch_stream_with_no_pool_ends_served_by_a_learned_one(self):
+        first = self.launch(1)
+        self.assertEqual('succeeded', first['outcome'], first['error'])
+        self.assertEqual([], self.store.keys())
+
+        manager = self.manager()
+        manager.run_once()
+        state = self.state()
+        self.assertTrue(learning.is_learned(state))
+        self.assertEqual(1, state['learned_target'])
+        self.assertEqual(1, len(self.idle()))
+
+        second = self.launch(1)
+        self.assertEqual('succeeded', second['outcome'], second['error'])
+        [vm] = second['vms']
+        self.assertEqual(self.key, vm['pool'])
+        doc = self.log.read(PROJECT)
+        self.assertEqual([[self.key, 1, 0], [self.key, 1, 1]],
+                         [ask[1:] for ask in doc['asks']])
+
+        # Demand stops: two hours later nothing recent, nothing recurring
+        # yet. The member goes, then the pool.
+        self.age_the_demand(7200.0)
+        manager.run_once()
+        self._wait_until(lambda: not self.store.exists(self.key) or
+                         not self.state()['members'], 'the member to go')
+        manager.run_once()
+        self.assertEqual([], self.store.keys())
+        self.wait_servers(lambda found: not found, 'every server gone')
+
+    def test_the_budget_is_never_exceeded(self):
+        self.flags(budget_members=0, group='mlaccel_pool')
+        self.launch(1)
+        self.manager().run_once()
+        self.assertEqual([], self.store.keys())
+        self.assertEqual({}, self.manager().learner().plan().members)
+
+    def test_allow_lists_and_image_visibility(self):
+        self.launch(1)
+        for flags in ({'learn_images': ['another-image']},
+                      {'learn_flavors': ['another-flavor']},
+                      {'learn_projects': ['another-project']}):
+            self.flags(group='mlaccel_pool', **flags)
+            self.manager().run_once()
+            self.assertEqual([], self.store.keys(), flags)
+            self.flags(learn_images=[], learn_flavors=[],
+                       learn_projects=[PROJECT], group='mlaccel_pool')
+        self.manager(image_visible=lambda image_id: False).run_once()
+        self.assertEqual([], self.store.keys())
+
+    def test_an_operator_pool_is_left_alone_and_served_first(self):
+        self.create_pool(2, 2)
+        manager = self.manager()
+        manager.run_once()
+        self.assertEqual(2, len(self.idle()))
+        self.launch(1)
+        manager.run_once()
+        state = self.state()
+        self.assertFalse(learning.is_learned(state))
+        self.assertNotIn('learned_target', state)
+        # Its two idle members take the whole budget of two.
+        self.assertEqual([self.key], self.store.keys())
+        self.assertEqual({}, manager.learner().last.members)
+        self.assertEqual(pool_store.IDLE, self.idle()[0]['state'])

@@ -1,0 +1,159 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The demand forecast and the budgeted allocation of warm members."""
+
+from mlaccel.pool import allocation
+from mlaccel.pool import forecast
+from mlaccel.pool import sizing
+from tests import testcase
+
+DAY = forecast.DAY
+LEAD = 120.0
+
+
+def bursts(days, at, size, spread=10.0):
+    """A burst of ``size`` one-VM asks at ``at`` seconds into each day."""
+    return [(day * DAY + at + i * spread, 1)
+            for day in range(days) for i in range(size)]
+
+
+class ForecastTest(testcase.TestCase):
+
+    def test_window_counts(self):
+        asks = [(0.0, 1), (5.0, 2), (10.0, 3)]
+        self.assertEqual([3, 5, 3, 0],
+                         forecast.window_counts(asks, [0, 5, -1, 11], 10.0))
+
+    def test_quantile_by_nearest_rank(self):
+        self.assertEqual(0, forecast.quantile([], 0.9))
+        self.assertEqual(8, forecast.quantile(list(range(10)), 0.9))
+        self.assertEqual(4, forecast.quantile([4], 0.5))
+
+    def test_no_asks_forecast_nothing(self):
+        f = forecast.forecast([], 1000.0, LEAD)
+        self.assertEqual((0, (), 0), (f.target, f.tail, f.windows))
+        self.assertEqual(0.0, f.chance(1))
+
+    def test_a_daily_burst_is_expected_before_it_comes_again(self):
+        """At 9:00 the burst of 9:00 on past days is what counts.
+
+        Little's law on the last ten minutes, quiet since yesterday, keeps
+        nothing warm; the forecast keeps the burst's size.
+        """
+        nine = 9 * 3600.0
+        asks = bursts(5, nine, size=6)
+        now = 5 * DAY + nine - 60.0
+        f = forecast.forecast(asks, now, LEAD)
+        self.assertEqual(6, f.target)
+        reactive = sizing.target_size(
+            sizing.arrival_rate(asks, now, 600.0), LEAD, 0.2, 0, 100)
+        self.assertEqual(0, reactive)
+        # Far from 9:00 and from any recent ask, nothing is kept.
+        self.assertEqual(0, forecast.forecast(
+            asks, 5 * DAY + nine + 6 * 3600.0, LEAD).target)
+
+    def test_a_burst_going_on_now_counts(self):
+        now = 10 * DAY
+        asks = [(now - 300.0 + i, 1) for i in range(4)]
+        self.assertEqual(4, forecast.forecast(asks, now, LEAD).target)
+
+    def test_tail_is_the_share_of_peaks_at_least_that_high(self):
+        # Day d brings a burst of d % 3 + 1 VMs at 1:00.
+        asks = [a for day in range(7)
+                for a in bursts(1, day * DAY + 3600.0, size=day % 3 + 1)]
+        f = forecast.forecast(asks, 7 * DAY + 3600.0, LEAD)
+        # Seven daily peaks (1, 2, 3, 1, 2, 3, 1) and the recent one (0).
+        self.assertEqual(8, f.windows)
+        self.assertEqual((7 / 8, 4 / 8, 2 / 8), f.tail)
+        self.assertEqual(3, f.target)
+        self.assertEqual(0.0, f.chance(4))
+
+    def test_bad_parameters(self):
+        self.assertRaises(ValueError, forecast.forecast, [], 0, 0)
+        self.assertRaises(ValueError, forecast.forecast, [], 0, 1, 0)
+
+
+def candidate(key, target, tail, saving=60.0, project='p', max_size=100):
+    return allocation.Candidate(
+        key, project, forecast.Forecast(target, tuple(tail), 10), saving,
+        max_size)
+
+
+class AllocationTest(testcase.TestCase):
+
+    def test_value_density(self):
+        self.assertEqual(0.0, allocation.density(60.0, 0.0))
+        self.assertEqual(60.0, allocation.density(60.0, 0.5))
+        self.assertEqual(float('inf'), allocation.density(60.0, 1.0))
+
+    def test_an_idle_hours_budget_caps_members_alive_at_once(self):
+        budget = allocation.Budget(10, 100.0, {'p': 3}, {'q': 30.0})
+        self.assertEqual(4, allocation.member_cap(budget))
+        self.assertEqual(3, allocation.member_cap(budget, 'p'))
+        self.assertEqual(1, allocation.member_cap(budget, 'q'))
+
+    def test_members_go_where_they_save_the_most_per_idle_second(self):
+        hot = candidate('hot', 2, [0.9, 0.8])
+        cold = candidate('cold', 2, [0.3, 0.1])
+        slow = candidate('slow', 1, [0.3], saving=600.0)
+        got = allocation.allocate([cold, hot, slow],
+                                  allocation.Budget(3, 1000.0))
+        self.assertEqual({'hot': 2, 'slow': 1}, got.members)
+        self.assertEqual({'cold': 2}, got.refused)
+        self.assertEqual(72.0, got.idle_vm_hours)
+
+    def test_no_budget_is_ever_exceeded(self):
+        keys = [candidate('k%d' % i, 5, [0.9, 0.7, 0.5, 0.3, 0.1],
+                          project='p%d' % (i % 2)) for i in range(6)]
+        project_of = {c.key: c.project_id for c in keys}
+        for n in (0, 1, 7, 30):
+            for hours in (0.0, 50.0, 500.0, 1e6):
+                budget = allocation.Budget(n, hours, {'p0': 4},
+                                           {'p1': 100.0})
+                got = allocation.allocate(keys, budget)
+                self.assertLessEqual(got.total, budget.members)
+                self.assertLessEqual(got.idle_vm_hours, hours)
+                for project, cap in (('p0', 4), ('p1', 4)):
+                    self.assertLessEqual(sum(
+                        m for k, m in got.members.items()
+                        if project_of[k] == project), cap)
+                # Members a smaller allocation no longer wants are still
+                # alive: nothing is made beyond the budget meanwhile.
+                alive = {'k0': 3, 'k1': 2}
+                made = allocation.to_create(got.members, alive, budget,
+                                            project_of)
+                after = dict(alive)
+                for key, more in made.items():
+                    after[key] = after.get(key, 0) + more
+                self.assertLessEqual(sum(after.values()),
+                                     max(allocation.member_cap(budget), 5))
+                for project in ('p0', 'p1'):
+                    before = sum(v for k, v in alive.items()
+                                 if project_of[k] == project)
+                    self.assertLessEqual(
+                        sum(v for k, v in after.items()
+                            if project_of[k] == project),
+                        max(allocation.member_cap(budget, project), before))
+
+    def test_a_key_s_bound_and_a_never_asked_member_are_respected(self):
+        got = allocation.allocate(
+            [candidate('a', 5, [0.9, 0.5], max_size=1),
+             candidate('b', 2, [0.9, 0.0])], allocation.Budget(10, 1e6))
+        self.assertEqual({'a': 1, 'b': 1}, got.members)
+
+    def test_to_create_fills_the_largest_wants_first_within_room(self):
+        budget = allocation.Budget(5, 1e6)
+        self.assertEqual({'a': 3, 'b': 1}, allocation.to_create(
+            {'a': 3, 'b': 2}, {'b': 1}, budget))
+        self.assertEqual({}, allocation.to_create({'a': 1}, {'b': 5},
+                                                  budget))
