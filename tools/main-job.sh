@@ -13,4 +13,4 @@
 set -eu
 cd "$(dirname "$0")/.."
 bin=$(tools/bootstrap.sh)
-exec "$bin/tox" -e experiment -- "$@"
+exec "$bin/tox" -e aio -- experiment "$@"
