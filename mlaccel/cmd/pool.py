@@ -143,13 +143,19 @@ def _list(conf, store):
             'idle_vm_s_per_task', 'create_failures', 'paused_s'))
     group = conf.mlaccel_pool
     if group.learn:
-        warm = sum(len(pool_store.members(store.read(key), pool_store.IDLE))
-                   for key in store.keys())
+        states = [store.read(key) for key in store.keys()]
+        warm = sum(len(pool_store.members(s, pool_store.IDLE))
+                   for s in states)
         print('budget: %d of %d warm members (%d idle VM-hours a day, '
               'counted as idle all day); learned pools for projects %s'
               % (warm, allocation.member_cap(learning.budget_of(group)),
                  group.budget_idle_vm_hours,
                  ', '.join(group.learn_projects) or 'none'))
+        cap = learning.cloud_cap(group)
+        if cap is not None:
+            print('cloud budget: %d of %d members held by all projects\' '
+                  'pools (warm, or a learned pool\'s target)'
+                  % (sum(learning.held(s) for s in states), cap))
 
 
 def _members(store, key):

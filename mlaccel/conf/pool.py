@@ -197,6 +197,24 @@ OPTS = [
              'this allows budget_idle_vm_hours / 24 members at once, and '
              'holds whatever the demand does.'),
     cfg.IntOpt(
+        'cloud_budget_members',
+        min=0,
+        help='The most warm members the pools of all projects together may '
+             'hold, when the projects\' pool managers share one state_dir '
+             'and state bus: each manager counts the other projects\' '
+             'members and learned targets against it, planning under a '
+             'lock of the whole store, so the bound holds whatever the '
+             'managers do at once. Operators\' pools count first, and no '
+             'project goes beyond its own budget_members. Unset: each '
+             'project\'s budget only.'),
+    cfg.FloatOpt(
+        'cloud_budget_idle_vm_hours',
+        min=0.0,
+        help='The most idle VM-hours a day the warm members of all '
+             'projects together may cost, counted as budget_idle_vm_hours '
+             'is (a member idle all day). Unset: each project\'s budget '
+             'only.'),
+    cfg.IntOpt(
         'learn_max_size',
         default=10,
         min=1,

@@ -24,8 +24,11 @@ target of each key is met or a budget would be exceeded: the most members
 counted as idle all day (24 VM-hours), the most it can cost: a budget of
 ``H`` idle VM-hours a day therefore allows ``H / 24`` members alive at
 once, and holds whatever the demand does. A key's members come in order
-(its ``m``-th before its ``m + 1``-th). :func:`to_create` keeps members
-being built within the same bounds, so no budget is ever exceeded.
+(its ``m``-th before its ``m + 1``-th). A member alive keeps its place
+while its key's forecast still asks for it (rebuilding elsewhere would pay
+a new lead time): only the room left goes by density.
+:func:`to_create` keeps members being built within the same bounds, so no
+budget is ever exceeded.
 """
 
 import dataclasses
@@ -75,13 +78,18 @@ def density(saving, chance):
     return saving * chance / (1.0 - chance)
 
 
+def members_for(idle_vm_hours):
+    """Members alive at once that ``idle_vm_hours`` a day allow."""
+    return max(0, int(idle_vm_hours // 24.0 + 1e-9))
+
+
 def member_cap(budget, project=None):
     """The most members alive at once that ``budget`` allows."""
     members, hours = budget.members, budget.idle_vm_hours
     if project is not None:
         members = min(members, budget.project_members.get(project, members))
         hours = min(hours, budget.project_idle_vm_hours.get(project, hours))
-    return max(0, min(members, int(hours // 24.0 + 1e-9)))
+    return max(0, min(members, members_for(hours)))
 
 
 @dataclasses.dataclass
@@ -103,19 +111,34 @@ class Allocation:
         return sum(self.members.values())
 
 
-def allocate(candidates, budget):
-    """The :class:`Allocation` of ``candidates`` under ``budget``."""
+def allocate(candidates, budget, alive=None):
+    """The :class:`Allocation` of ``candidates`` under ``budget``.
+
+    :param alive: ``{key: members alive}``. A member alive keeps its place
+        while its key's forecast still asks for it: replacing it with
+        another key's would pay a new lead time of building for a member
+        whose own chance was already worth its place. Only the room left
+        goes by value density.
+    """
+    alive = alive or {}
     heap = []
+
+    def push(order, m, c, wanted):
+        # Members alive first, then by value density.
+        kept = m <= alive.get(c.key, 0)
+        heapq.heappush(heap, (not kept, -density(c.saving,
+                                                 c.forecast.chance(m)),
+                              order, m, c, wanted))
+
     for order, c in enumerate(candidates):
         wanted = min(c.forecast.target, c.max_size)
         if wanted > 0:
-            heapq.heappush(heap, (-density(c.saving, c.forecast.chance(1)),
-                                  order, 1, c, wanted))
+            push(order, 1, c, wanted)
     members, refused, per_project = {}, {}, {}
     total = 0
     cap = member_cap(budget)
     while heap:
-        neg, order, m, c, wanted = heapq.heappop(heap)
+        _new, neg, order, m, c, wanted = heapq.heappop(heap)
         project = c.project_id
         if -neg <= 0 or total + 1 > cap or per_project.get(
                 project, 0) + 1 > member_cap(budget, project):
@@ -126,8 +149,7 @@ def allocate(candidates, budget):
         total += 1
         per_project[project] = per_project.get(project, 0) + 1
         if m < wanted:
-            heapq.heappush(heap, (-density(c.saving, c.forecast.chance(m + 1)),
-                                  order, m + 1, c, wanted))
+            push(order, m + 1, c, wanted)
     return Allocation(members, 24.0 * total, refused)
 
 

@@ -60,6 +60,59 @@ def empty(project_id):
             'keys': {}}
 
 
+def add_ask(doc, spec, asked, claimed, now):
+    """Add to ``doc`` a launch that asked for ``asked`` VMs of ``spec``."""
+    if asked < 1 or claimed < 0 or claimed > asked:
+        raise ValueError('asked %r, claimed %r' % (asked, claimed))
+    doc['asks'].append([now, spec.key, asked, claimed])
+    entry = doc['keys'].setdefault(spec.key, {
+        'spec': spec.to_dict(), 'fresh_overhead_s': None,
+        'fresh_samples': 0})
+    entry['spec'] = spec.to_dict()
+
+
+def add_fresh(doc, key, samples):
+    """Add to ``doc`` the fresh overheads (seconds) of VMs of ``key``.
+
+    Each is a VM created because no member was there: its seconds from
+    the create request to its warm daemon's readiness. A key with no ask
+    kept has none.
+    """
+    samples = list(samples)
+    if not all(s >= 0 for s in samples):
+        raise ValueError('fresh overheads must be >= 0, got %r'
+                         % (samples,))
+    entry = doc['keys'].get(key)
+    if entry is None:
+        return
+    for seconds in samples:
+        old = entry['fresh_overhead_s']
+        entry['fresh_overhead_s'] = seconds if old is None else (
+            (1 - OVERHEAD_WEIGHT) * old + OVERHEAD_WEIGHT * seconds)
+        entry['fresh_samples'] += 1
+
+
+def prune(doc, now, max_records, max_age):
+    """Keep ``doc``'s last ``max_records`` asks younger than ``max_age``."""
+    asks = [a for a in doc['asks'] if now - a[0] <= max_age]
+    doc['asks'] = asks[-max_records:]
+    live = {a[1] for a in doc['asks']}
+    doc['keys'] = {k: v for k, v in doc['keys'].items() if k in live}
+
+
+def asks_by_key(doc):
+    """``{key: [(time, VMs asked for)]}`` of ``doc``'s asks, oldest first."""
+    asks = {}
+    for t, key, vms, _claimed in doc['asks']:
+        asks.setdefault(key, []).append((t, vms))
+    return asks
+
+
+def spec_of(doc, key):
+    """The :class:`~mlaccel.pool.spec.PoolSpec` recorded for ``key``."""
+    return pool_spec.PoolSpec.from_dict(doc['keys'][key]['spec'])
+
+
 class DemandLog:
     """The demand records of every project in one pool store.
 
@@ -80,12 +133,6 @@ class DemandLog:
         opts = conf.mlaccel_pool
         return cls(store, opts.demand_records, opts.demand_max_age)
 
-    def _prune(self, doc, now):
-        asks = [a for a in doc['asks'] if now - a[0] <= self.max_age]
-        doc['asks'] = asks[-self.max_records:]
-        live = {a[1] for a in doc['asks']}
-        doc['keys'] = {k: v for k, v in doc['keys'].items() if k in live}
-
     def _update(self, project_id, change, now):
         key = document_key(project_id)
         with self.store.transaction(key, create=empty(project_id),
@@ -96,46 +143,21 @@ class DemandLog:
                 doc.clear()
                 doc.update(empty(project_id))
             change(doc)
-            self._prune(doc, now)
+            prune(doc, now, self.max_records, self.max_age)
 
     def record_ask(self, spec, asked, claimed, now=None):
         """Record a launch that asked for ``asked`` VMs of ``spec``."""
         now = time.time() if now is None else now
-        if asked < 1 or claimed < 0 or claimed > asked:
-            raise ValueError('asked %r, claimed %r' % (asked, claimed))
-
-        def change(doc):
-            doc['asks'].append([now, spec.key, asked, claimed])
-            entry = doc['keys'].setdefault(spec.key, {
-                'spec': spec.to_dict(), 'fresh_overhead_s': None,
-                'fresh_samples': 0})
-            entry['spec'] = spec.to_dict()
-
-        self._update(spec.project_id, change, now)
+        # A bad ask raises inside the transaction, which then writes nothing.
+        self._update(spec.project_id,
+                     lambda doc: add_ask(doc, spec, asked, claimed, now), now)
 
     def record_fresh(self, spec, samples, now=None):
-        """Record the fresh overheads (seconds) of VMs of ``spec``.
-
-        Each is a VM created because no member was there: its seconds from
-        the create request to its warm daemon's readiness.
-        """
+        """Record the fresh overheads (seconds) of VMs of ``spec``."""
         now = time.time() if now is None else now
         samples = list(samples)
-        if not all(s >= 0 for s in samples):
-            raise ValueError('fresh overheads must be >= 0, got %r'
-                             % (samples,))
-
-        def change(doc):
-            entry = doc['keys'].get(spec.key)
-            if entry is None:
-                return  # no ask of it is kept
-            for seconds in samples:
-                old = entry['fresh_overhead_s']
-                entry['fresh_overhead_s'] = seconds if old is None else (
-                    (1 - OVERHEAD_WEIGHT) * old + OVERHEAD_WEIGHT * seconds)
-                entry['fresh_samples'] += 1
-
-        self._update(spec.project_id, change, now)
+        self._update(spec.project_id,
+                     lambda doc: add_fresh(doc, spec.key, samples), now)
 
     def read(self, project_id):
         """The project's demand document (no lock: a consistent copy)."""
@@ -143,7 +165,3 @@ class DemandLog:
             return self.store.read(document_key(project_id), SUFFIX)
         except pool_store.NoSuchPool:
             return empty(project_id)
-
-    def spec_of(self, doc, key):
-        """The :class:`~mlaccel.pool.spec.PoolSpec` recorded for ``key``."""
-        return pool_spec.PoolSpec.from_dict(doc['keys'][key]['spec'])

@@ -15,26 +15,30 @@
 Little's law (:mod:`mlaccel.pool.sizing`) keeps the *mean* demand over the
 lead time warm; ML launches come in bursts, so a pool sized so is empty at
 the start of each burst and refills after it has passed. The forecast
-instead looks at the *peaks* of the demand over one lead time, from the
-recorded asks (:mod:`mlaccel.pool.demand`), at two horizons:
+instead looks at the demand over one lead time, from the recorded asks
+(:mod:`mlaccel.pool.demand`), at two horizons:
 
-- *recent*: the largest demand in any lead-time window of the last
-  ``recent`` seconds (a burst going on now);
-- *daily*: for each of the last ``days`` days, the largest demand in any
-  lead-time window within ``daily_span`` of the same time of day (bursts
-  that recur: a team's morning runs).
+- *recent*: the last ``recent`` seconds (a burst going on now);
+- *daily*: for each of the last ``days`` days, the ``daily_span`` either
+  side of the same time of day (bursts that recur: a team's morning runs).
 
-The number to keep warm is the larger of the recent peak and the
-``quantile`` (by default the 90th percentile) of the daily peaks: enough
-for the burst going on, and for nine days in ten of the usual one. The
-same peaks give the budget's allocation (:mod:`mlaccel.pool.allocation`)
-the chance that an m-th warm member is asked for around now: the share of
-them at least m high. Simple on purpose: a handful of measured peaks, no
-fitted model to go wrong on a new key; a key with no recorded asks
-forecasts nothing.
+The number to keep warm is the larger of the recent peak (the most VMs
+asked for in one lead time of the recent horizon) and the ``quantile``
+(by default the 90th percentile) of the daily peaks: enough for the burst
+going on, and for nine days in ten of the usual one.
+
+The budget's allocation (:mod:`mlaccel.pool.allocation`) needs the chance
+that an m-th warm member is asked for within a lead time around now: the
+share of the horizon's time at which the next lead time held at least m
+asked VMs, the larger of the recent and the daily horizon's share. A key
+asked for once an hour has about a lead time in an hour of chance, however
+many days it was asked for; a peak alone would say "every day". Simple on
+purpose: measured shares of time, no fitted model to go wrong on a new
+key; a key with no recorded asks forecasts nothing.
 """
 
 import bisect
+import collections
 import dataclasses
 import math
 
@@ -49,7 +53,8 @@ class Forecast:
     :ivar tail: ``tail[m - 1]`` is the chance that at least ``m`` VMs are
         asked for within a lead time around now, for ``m`` up to the
         largest peak seen.
-    :ivar windows: how many peaks the figures rest on.
+    :ivar windows: how many periods the figures rest on (the days of the
+        daily horizon and the recent one).
     """
 
     target: int
@@ -98,6 +103,39 @@ def peak(asks, begin, end, lead):
                default=0)
 
 
+def coverage(asks, begin, end, lead):
+    """``{VMs: seconds}``: time in [begin, end) a lead time held so many.
+
+    For each VM count, how long in [begin, end) the next ``lead`` seconds
+    held that many asked VMs.
+
+    :param asks: ``(time, vms)`` pairs.
+    """
+    events = []
+    for t, n in asks:
+        # A window [start, start + lead) holds t for start in (t - lead, t].
+        first, last = max(begin, t - lead), min(end, t)
+        if first < last:
+            events += [(first, n), (last, -n)]
+    events.sort()
+    seconds = collections.Counter()
+    held, since = 0, begin
+    for at, change in events:
+        seconds[held] += at - since
+        held, since = held + change, at
+    seconds[held] += end - since
+    return seconds
+
+
+def share_at_least(seconds, top):
+    """``(share of the time at least 1 VM, at least 2, ... top)``."""
+    total = sum(seconds.values())
+    if total <= 0:
+        return (0.0,) * top
+    return tuple(sum(s for held, s in seconds.items() if held >= m) / total
+                 for m in range(1, top + 1))
+
+
 def forecast(asks, now, lead, quantile_=0.9, recent=1800.0, days=7,
              daily_span=3600.0):
     """The :class:`Forecast` of one key from its ``(time, vms)`` asks.
@@ -123,8 +161,13 @@ def forecast(asks, now, lead, quantile_=0.9, recent=1800.0, days=7,
              for day in range(1, days + 1)
              if now - day * DAY + daily_span >= first]
     target = max(recent_peak, quantile(daily, quantile_))
-    peaks = daily + [recent_peak]
-    top = max(peaks)
-    tail = tuple(sum(1 for p in peaks if p >= m) / len(peaks)
-                 for m in range(1, top + 1))
-    return Forecast(target, tail, len(peaks))
+    top = max(daily + [recent_peak])
+    recent_share = share_at_least(
+        coverage(asks, now - recent, now, lead), top)
+    daily_seconds = collections.Counter()
+    for day in range(1, len(daily) + 1):
+        daily_seconds.update(coverage(asks, now - day * DAY - daily_span,
+                                      now - day * DAY + daily_span, lead))
+    daily_share = share_at_least(daily_seconds, top)
+    tail = tuple(max(r, d) for r, d in zip(recent_share, daily_share))
+    return Forecast(target, tail, len(daily) + 1)

@@ -24,6 +24,7 @@ the allocation, and its members count against the budget first. An image
 the project cannot see in Glance is never pooled.
 """
 
+import contextlib
 import time
 
 from oslo_log import log as logging
@@ -42,13 +43,40 @@ LEARNED = 'learned'
 CLAIM_SECONDS = 1.0
 
 
+#: The store document whose lock a round of learning holds when a
+#: cloud-wide budget is set.
+BUDGET_LOCK = 'cloudbudget'
+BUDGET_SUFFIX = '.budget'
+
+
 def is_learned(state):
     return state.get('origin') == LEARNED
+
+
+def held(state):
+    """Members a pool holds against a budget.
+
+    Its warm ones, and for a learned pool those its target is about to make.
+    """
+    warm = len(pool_store.members(state, pool_store.IDLE))
+    if is_learned(state):
+        return max(warm, state.get('learned_target', 0))
+    return warm
 
 
 def budget_of(group):
     return allocation.Budget(group.budget_members,
                              group.budget_idle_vm_hours)
+
+
+def cloud_cap(group):
+    """The most members all projects' pools may hold; None: no bound."""
+    caps = []
+    if group.cloud_budget_members is not None:
+        caps.append(group.cloud_budget_members)
+    if group.cloud_budget_idle_vm_hours is not None:
+        caps.append(allocation.members_for(group.cloud_budget_idle_vm_hours))
+    return min(caps) if caps else None
 
 
 def allowed(group, project_id, spec):
@@ -57,6 +85,95 @@ def allowed(group, project_id, spec):
             and (not group.learn_images or spec.image_id in group.learn_images)
             and (not group.learn_flavors
                  or spec.flavor_id in group.learn_flavors))
+
+
+class Policy:
+    """What the learned pools of one project should hold; no I/O.
+
+    The manager's :class:`Learner` feeds it from the pool store; the lab's
+    replay (``python -m mlaccel_lab.bench pools-demand``) from a simulated
+    stream: both run this same code.
+
+    :param group: the ``[mlaccel_pool]`` options.
+    :param visible: ``callable(image_id) -> bool``, whether the project
+        can boot the image (Glance shows it to the project).
+    """
+
+    def __init__(self, group, project_id, visible):
+        self.group = group
+        self.project_id = project_id
+        self.visible = visible
+        self._refused = set()
+
+    def budget(self, reserved=0, others=0):
+        """The budget left to the learned pools.
+
+        :param reserved: warm members of the project's operator pools.
+        :param others: members of other projects' pools, alive or about
+            to be (the cloud-wide budget's share they hold).
+        """
+        budget = budget_of(self.group)
+        members = budget.members - reserved
+        cloud = cloud_cap(self.group)
+        if cloud is not None:
+            members = min(members, cloud - reserved - others)
+        return allocation.Budget(
+            max(0, members),
+            max(0.0, budget.idle_vm_hours - 24.0 * reserved))
+
+    def candidates(self, doc, now, leads=None, manual=()):
+        """The :class:`~mlaccel.pool.allocation.Candidate` of each key.
+
+        :param doc: the project's demand document
+            (:mod:`mlaccel.pool.demand`).
+        :param leads: ``{key: measured lead time or None}`` of its pools.
+        :param manual: the keys of operators' pools, never learned.
+        """
+        leads = leads or {}
+        candidates = []
+        for key, history in pool_demand.asks_by_key(doc).items():
+            entry = doc['keys'].get(key)
+            if key in manual or entry is None or \
+                    entry['fresh_overhead_s'] is None:
+                continue   # an operator's pool, or no saving measured yet
+            spec = pool_demand.spec_of(doc, key)
+            if not allowed(self.group, self.project_id, spec):
+                continue
+            if not self.visible(spec.image_id):
+                if key not in self._refused:
+                    LOG.warning('Key %s is not pooled: image %s is not one '
+                                'project %s can boot', key, spec.image_id,
+                                self.project_id)
+                self._refused.add(key)
+                continue
+            lead = leads.get(key) or self.group.default_lead_time
+            candidates.append(allocation.Candidate(
+                key, self.project_id, forecast.forecast(history, now, lead),
+                max(0.0, entry['fresh_overhead_s'] - CLAIM_SECONDS),
+                self.group.learn_max_size))
+        return candidates
+
+    def targets(self, doc, now, alive, leads=None, manual=(), reserved=0,
+                others=0):
+        """``(Allocation, {key: members to hold})`` of the learned pools.
+
+        :param alive: ``{key: warm members}`` of the learned pools.
+        :param reserved: warm members of the operators' pools, which count
+            against the budget first.
+        :param others: see :meth:`budget`.
+
+        A key's target is what the allocation grants it, capped so that
+        the members alive stay within the budget while a smaller
+        allocation's surplus is claimed or retired.
+        """
+        budget = self.budget(reserved, others)
+        granted = allocation.allocate(
+            self.candidates(doc, now, leads, manual), budget, alive)
+        create = allocation.to_create(granted.members, alive, budget)
+        targets = {key: min(granted.members.get(key, 0),
+                            alive.get(key, 0) + create.get(key, 0))
+                   for key in set(granted.members) | set(alive)}
+        return granted, targets
 
 
 class Learner:
@@ -71,47 +188,26 @@ class Learner:
         self.group = conf.mlaccel_pool
         self.log = pool_demand.DemandLog.from_conf(store, conf)
         self.project_id = project_id
-        self.visible = visible
-        self._refused = set()
+        self.policy = Policy(self.group, project_id, visible)
         self.last = None   # the last round's Allocation
-
-    def _candidates(self, doc, ours, manual, now):
-        asks = {}
-        for t, key, vms, _claimed in doc['asks']:
-            asks.setdefault(key, []).append((t, vms))
-        candidates = []
-        for key, history in asks.items():
-            entry = doc['keys'].get(key)
-            if key in manual or entry is None or \
-                    entry['fresh_overhead_s'] is None:
-                continue   # an operator's pool, or no saving measured yet
-            spec = self.log.spec_of(doc, key)
-            if not allowed(self.group, self.project_id, spec):
-                continue
-            if not self.visible(spec.image_id):
-                if key not in self._refused:
-                    LOG.warning('Key %s is not pooled: image %s is not one '
-                                'project %s can boot', key, spec.image_id,
-                                self.project_id)
-                self._refused.add(key)
-                continue
-            # The pool's measured lead time, read with the round's states.
-            lead = (ours[key]['stats']['lead_time_s'] if key in ours
-                    else None) or self.group.default_lead_time
-            candidates.append(allocation.Candidate(
-                key, self.project_id, forecast.forecast(history, now, lead),
-                max(0.0, entry['fresh_overhead_s'] - CLAIM_SECONDS),
-                self.group.learn_max_size))
-        return candidates
 
     def plan(self, now=None):
         """Allocate and apply targets to the store; the Allocation.
 
         Makes the pools of newly granted keys, sets every learned pool's
-        target (capped so members alive stay within the budget), and
-        deletes the learned pools granted nothing that hold no member.
+        target (:meth:`Policy.targets`), and deletes the learned pools
+        granted nothing that hold no member. With a cloud-wide budget the
+        whole round runs under the store's budget lock, so two projects'
+        managers never hand out the same room.
         """
         now = time.time() if now is None else now
+        with (self.store.transaction(BUDGET_LOCK, create={},
+                                     suffix=BUDGET_SUFFIX)
+              if cloud_cap(self.group) is not None
+              else contextlib.nullcontext()):
+            return self._plan(now)
+
+    def _plan(self, now):
         states = {}
         for key in self.store.keys():
             try:
@@ -121,22 +217,16 @@ class Learner:
         ours = {k: s for k, s in states.items()
                 if pool_store.spec_of(s).project_id == self.project_id}
         manual = {k for k, s in ours.items() if not is_learned(s)}
-        budget = budget_of(self.group)
-        reserved = sum(len(pool_store.members(s, pool_store.IDLE))
-                       for k, s in ours.items() if k in manual)
-        budget = allocation.Budget(max(0, budget.members - reserved),
-                                   max(0.0, budget.idle_vm_hours
-                                       - 24.0 * reserved))
+        idle = {k: len(pool_store.members(s, pool_store.IDLE))
+                for k, s in ours.items()}
         doc = self.log.read(self.project_id)
-        candidates = self._candidates(doc, ours, manual, now)
-        granted = allocation.allocate(candidates, budget)
-        # Warm members: a claimed one is its task's VM now.
-        alive = {k: len(pool_store.members(s, pool_store.IDLE))
-                 for k, s in ours.items() if k not in manual}
-        create = allocation.to_create(granted.members, alive, budget)
-        for key in set(granted.members) | set(alive):
-            target = min(granted.members.get(key, 0),
-                         alive.get(key, 0) + create.get(key, 0))
+        # Warm members only: a claimed one is its task's VM now.
+        granted, targets = self.policy.targets(
+            doc, now, {k: n for k, n in idle.items() if k not in manual},
+            leads={k: s['stats']['lead_time_s'] for k, s in ours.items()},
+            manual=manual, reserved=sum(idle[k] for k in manual),
+            others=sum(held(s) for k, s in states.items() if k not in ours))
+        for key, target in targets.items():
             self._apply(key, doc, target)
         self.last = granted
         return granted
@@ -145,7 +235,7 @@ class Learner:
         if not self.store.exists(key):
             if target <= 0:
                 return
-            spec = self.log.spec_of(doc, key)
+            spec = pool_demand.spec_of(doc, key)
             state = pool_store.new_state(spec, 0, self.group.learn_max_size,
                                          self.group.max_tasks)
             state['origin'] = LEARNED

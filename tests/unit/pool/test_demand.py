@@ -53,7 +53,7 @@ class DemandLogTest(testcase.TestCase):
         self.assertEqual(2, entry['fresh_samples'])
         # 30, then 20 % of the way to 50.
         self.assertAlmostEqual(34.0, entry['fresh_overhead_s'])
-        self.assertEqual(SPEC, self.log.spec_of(doc, SPEC.key))
+        self.assertEqual(SPEC, demand.spec_of(doc, SPEC.key))
 
     def test_bounded_by_count_and_by_age(self):
         for i in range(8):

@@ -67,16 +67,44 @@ class ForecastTest(testcase.TestCase):
         asks = [(now - 300.0 + i, 1) for i in range(4)]
         self.assertEqual(4, forecast.forecast(asks, now, LEAD).target)
 
-    def test_tail_is_the_share_of_peaks_at_least_that_high(self):
-        # Day d brings a burst of d % 3 + 1 VMs at 1:00.
+    def test_coverage_is_the_time_the_next_lead_time_held_so_many(self):
+        # Lead 10: the window starting at s holds the asks in [s, s + 10).
+        asks = [(20.0, 1), (25.0, 2)]
+        seconds = forecast.coverage(asks, 0.0, 100.0, 10.0)
+        # s in (10, 15]: 1 VM; (15, 20]: 3; (20, 25]: 2; the rest: none.
+        self.assertEqual({0: 85.0, 1: 5.0, 2: 5.0, 3: 5.0}, dict(seconds))
+        self.assertEqual((0.15, 0.1, 0.05),
+                         forecast.share_at_least(seconds, 3))
+        self.assertEqual((0.0, 0.0), forecast.share_at_least({}, 2))
+
+    def test_chance_of_a_member_is_a_share_of_time_not_of_days(self):
+        """Asked once an hour for a week: about lead / hour of chance.
+
+        A warm member waits about an hour, so its chance within one lead
+        time is about lead / hour, not "asked every day".
+        """
+        asks = [(h * 3600.0, 1) for h in range(7 * 24)]
+        f = forecast.forecast(asks, 7 * DAY + 1800.0, LEAD)
+        self.assertEqual(1, f.target)
+        self.assertAlmostEqual(LEAD / 3600.0, f.chance(1), places=6)
+        self.assertEqual(0.0, f.chance(2))
+
+    def test_a_recurring_burst_is_likely_around_its_time_of_day(self):
+        # Day d brings a burst of d % 3 + 1 VMs at 1:00, one every 10 s.
         asks = [a for day in range(7)
                 for a in bursts(1, day * DAY + 3600.0, size=day % 3 + 1)]
-        f = forecast.forecast(asks, 7 * DAY + 3600.0, LEAD)
+        at_one = forecast.forecast(asks, 7 * DAY + 3600.0, LEAD)
         # Seven daily peaks (1, 2, 3, 1, 2, 3, 1) and the recent one (0).
-        self.assertEqual(8, f.windows)
-        self.assertEqual((7 / 8, 4 / 8, 2 / 8), f.tail)
-        self.assertEqual(3, f.target)
-        self.assertEqual(0.0, f.chance(4))
+        self.assertEqual(8, at_one.windows)
+        self.assertEqual(3, at_one.target)
+        self.assertEqual(3, len(at_one.tail))
+        self.assertGreater(at_one.chance(1), at_one.chance(2))
+        self.assertGreater(at_one.chance(2), at_one.chance(3))
+        self.assertGreater(at_one.chance(3), 0.0)
+        self.assertEqual(0.0, at_one.chance(4))
+        # Twelve hours later the daily horizon holds none of the bursts.
+        at_one_pm = forecast.forecast(asks, 7 * DAY + 13 * 3600.0, LEAD)
+        self.assertEqual((0, 0.0), (at_one_pm.target, at_one_pm.chance(1)))
 
     def test_bad_parameters(self):
         self.assertRaises(ValueError, forecast.forecast, [], 0, 0)
@@ -111,6 +139,23 @@ class AllocationTest(testcase.TestCase):
         self.assertEqual({'hot': 2, 'slow': 1}, got.members)
         self.assertEqual({'cold': 2}, got.refused)
         self.assertEqual(72.0, got.idle_vm_hours)
+
+    def test_a_member_alive_keeps_its_place_while_still_asked_for(self):
+        hot = candidate('hot', 1, [0.9])
+        warm = candidate('warm', 1, [0.2])
+        budget = allocation.Budget(1, 1000.0)
+        self.assertEqual({'hot': 1}, allocation.allocate(
+            [warm, hot], budget).members)
+        # Rebuilding it for 'hot' would pay a new lead time: it stays.
+        self.assertEqual({'warm': 1}, allocation.allocate(
+            [warm, hot], budget, alive={'warm': 1}).members)
+        # ...but not once its key's forecast no longer asks for it.
+        gone = candidate('warm', 0, [])
+        self.assertEqual({'hot': 1}, allocation.allocate(
+            [gone, hot], budget, alive={'warm': 1}).members)
+        # A budget lowered under the members alive keeps the best of them.
+        self.assertEqual({'hot': 1}, allocation.allocate(
+            [warm, hot], budget, alive={'warm': 1, 'hot': 1}).members)
 
     def test_no_budget_is_ever_exceeded(self):
         keys = [candidate('k%d' % i, 5, [0.9, 0.7, 0.5, 0.3, 0.1],

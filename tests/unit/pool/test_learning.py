@@ -1,0 +1,219 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The learned pools' policy on demand documents: what it pools, and how
+many members, under the operator's options."""
+
+import os
+import threading
+
+import fixtures
+from oslo_config import cfg
+
+from mlaccel import conf as mlaccel_conf
+from mlaccel.pool import demand
+from mlaccel.pool import learning
+from mlaccel.pool import spec as pool_spec
+from mlaccel.pool import store as pool_store
+from tests import testcase
+
+PROJECT = 'proj'
+HOT = pool_spec.PoolSpec(PROJECT, 'img-hot', 'flv')
+WARM = pool_spec.PoolSpec(PROJECT, 'img-warm', 'flv')
+HIDDEN = pool_spec.PoolSpec(PROJECT, 'img-hidden', 'flv')
+NOW = 100000.0
+
+
+def configured(**overrides):
+    """A ``ConfigOpts`` with the ``[mlaccel_pool]`` options set so."""
+    conf = cfg.ConfigOpts()
+    mlaccel_conf.register_group(conf, mlaccel_conf.pool)
+    conf([], project='mlaccel', default_config_files=[])
+    values = dict(learn=True, learn_projects=[PROJECT], budget_members=4,
+                  budget_idle_vm_hours=96.0)
+    values.update(overrides)
+    for name, value in values.items():
+        conf.set_override(name, value, group='mlaccel_pool')
+    return conf
+
+
+def options(**overrides):
+    return configured(**overrides).mlaccel_pool
+
+
+def record(doc, spec, times, fresh=120.0):
+    """Missed asks of one VM of ``spec``, ``times`` seconds before NOW.
+
+    Each measures ``fresh`` seconds of fresh overhead (None: none measured).
+    """
+    for ago in times:
+        demand.add_ask(doc, spec, 1, 0, NOW - ago)
+        if fresh is not None:
+            demand.add_fresh(doc, spec.key, [fresh])
+
+
+class PolicyTest(testcase.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.doc = demand.empty(PROJECT)
+        # HOT asked for every 30 s over the last ten minutes, WARM twice.
+        record(self.doc, HOT, range(0, 600, 30))
+        record(self.doc, WARM, (100.0, 400.0))
+        self.seen = []
+
+    def policy(self, **overrides):
+        def visible(image_id):
+            self.seen.append(image_id)
+            return image_id != HIDDEN.image_id
+        return learning.Policy(options(**overrides), PROJECT, visible)
+
+    def test_keys_with_demand_get_members_by_value(self):
+        granted, targets = self.policy().targets(self.doc, NOW, {})
+        self.assertGreater(granted.members[HOT.key],
+                           granted.members.get(WARM.key, 0))
+        self.assertEqual(granted.members, {k: v for k, v in targets.items()
+                                           if v})
+        self.assertLessEqual(granted.total, 4)
+
+    def test_no_saving_measured_no_pool(self):
+        doc = demand.empty(PROJECT)
+        record(doc, HOT, range(0, 600, 30), fresh=None)
+        self.assertEqual({}, self.policy().targets(doc, NOW, {})[1])
+
+    def test_the_operator_s_policy_decides_what_may_be_learned(self):
+        for overrides in ({'learn': False}, {'learn_projects': ['other']},
+                          {'learn_images': ['img-other']},
+                          {'learn_flavors': ['flv-other']}):
+            self.assertEqual([], self.policy(**overrides).candidates(
+                self.doc, NOW), overrides)
+        only_warm = self.policy(learn_images=[WARM.image_id])
+        self.assertEqual([WARM.key], [c.key for c in only_warm.candidates(
+            self.doc, NOW)])
+
+    def test_an_image_the_project_cannot_boot_is_never_pooled(self):
+        record(self.doc, HIDDEN, range(0, 600, 10))
+        policy = self.policy()
+        with self.assertLogs(learning.LOG.logger, 'WARNING') as logs:
+            for _ in range(3):
+                self.assertNotIn(HIDDEN.key,
+                                 policy.targets(self.doc, NOW, {})[1])
+        self.assertEqual(1, len(logs.records))   # said once, not each round
+
+    def test_operator_pools_are_left_alone_and_count_first(self):
+        policy = self.policy()
+        granted, targets = policy.targets(self.doc, NOW, {},
+                                          manual={HOT.key}, reserved=3)
+        self.assertNotIn(HOT.key, targets)
+        self.assertLessEqual(granted.total, 1)
+        _granted, targets = policy.targets(self.doc, NOW, {},
+                                           manual={HOT.key}, reserved=4)
+        self.assertEqual({}, targets)
+
+    def test_members_alive_beyond_the_budget_are_not_added_to(self):
+        # A budget lowered to 1 while 3 of WARM's members are alive: none
+        # is made for HOT until they are gone.
+        _granted, targets = self.policy(budget_members=1).targets(
+            self.doc, NOW, {WARM.key: 3})
+        self.assertEqual(0, targets.get(HOT.key, 0))
+        self.assertLessEqual(targets[WARM.key], 1)
+
+    def test_a_measured_lead_time_is_used_else_the_default(self):
+        policy = self.policy(default_lead_time=30.0)
+        by_default = {c.key: c.forecast for c in policy.candidates(
+            self.doc, NOW)}
+        measured = {c.key: c.forecast for c in policy.candidates(
+            self.doc, NOW, leads={HOT.key: 300.0, WARM.key: None})}
+        # Ten asks in any 300 s of HOT's stream, one in any 30 s.
+        self.assertEqual(1, by_default[HOT.key].target)
+        self.assertEqual(10, measured[HOT.key].target)
+        self.assertEqual(by_default[WARM.key], measured[WARM.key])
+
+
+class CloudBudgetTest(testcase.TestCase):
+    """Two projects' learners on one real pool store, planning at once.
+
+    The store is a directory, each learner plans in a thread of its own, as
+    two pool managers sharing a state_dir do.
+    """
+
+    PROJECTS = ('proj-a', 'proj-b')
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.FakeLogger(name='mlaccel'))
+        self.store = pool_store.PoolStore(os.path.join(
+            self.useFixture(fixtures.TempDir()).path, 'pools'))
+        log = demand.DemandLog(self.store)
+        for project in self.PROJECTS:
+            for image in ('img-1', 'img-2', 'img-3'):
+                spec = pool_spec.PoolSpec(project, image, 'flv')
+                for ago in range(0, 600, 20):
+                    log.record_ask(spec, 1, 0, now=NOW - ago)
+                log.record_fresh(spec, [120.0], now=NOW)
+
+    def learners(self, **overrides):
+        return [learning.Learner(self.store, configured(
+            learn_projects=[project], budget_members=3,
+            budget_idle_vm_hours=1000.0, **overrides), project,
+            lambda image_id: True) for project in self.PROJECTS]
+
+    def held(self):
+        held = {}
+        for key in self.store.keys():
+            state = self.store.read(key)
+            project = pool_store.spec_of(state).project_id
+            held[project] = held.get(project, 0) + learning.held(state)
+        return held
+
+    def plan_at_once(self, learners):
+        start = threading.Barrier(len(learners))
+
+        def plan(learner):
+            start.wait()
+            learner.plan(now=NOW)
+        threads = [threading.Thread(target=plan, args=(learner,))
+                   for learner in learners]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def test_each_project_alone_is_held_to_its_own_budget(self):
+        self.plan_at_once(self.learners())
+        self.assertEqual({'proj-a': 3, 'proj-b': 3}, self.held())
+
+    def test_the_cloud_budget_holds_over_all_projects_at_once(self):
+        for cloud in ({'cloud_budget_members': 4},
+                      {'cloud_budget_idle_vm_hours': 4 * 24.0 + 1}):
+            for key in self.store.keys():
+                self.store.delete(key)
+            self.plan_at_once(self.learners(**cloud))
+            held = self.held()
+            self.assertEqual(4, sum(held.values()), (cloud, held))
+            self.assertLessEqual(max(held.values()), 3)
+            # Later rounds keep the members where they are.
+            for learner in self.learners(**cloud):
+                learner.plan(now=NOW + 60.0)
+            self.assertEqual(held, self.held())
+
+    def test_an_operator_pool_of_another_project_counts(self):
+        state = pool_store.new_state(
+            pool_spec.PoolSpec('proj-b', 'img-9', 'flv'), 0, 5, 1)
+        state['members'] = {'vm%d' % i: {
+            'server_id': 'vm%d' % i, 'state': pool_store.IDLE,
+            'ready_at': NOW, 'idle_since': NOW} for i in range(3)}
+        with self.store.transaction('b' * 16, create=state):
+            pass
+        learner = self.learners(cloud_budget_members=4)[0]
+        learner.plan(now=NOW)
+        self.assertEqual(1, self.held()['proj-a'])
