@@ -15,19 +15,42 @@
 Real parts as in :mod:`tests.functional.pool.base`. Glance is not part of
 Nova's harness: whether the project can boot an image is asked of Nova's
 own Glance fixture, the image service the harness's servers boot from.
+
+Nova's fake hypervisor makes a server's guest ready in under a second, less
+than a claim is counted to cost (:data:`mlaccel.pool.learning.CLAIM_SECONDS`):
+no member would save anything, and rightly no pool would be learned. The
+guests here take :data:`SPAWN_SECONDS` more to spawn, as any real one does.
 """
+
+import time
+
+import fixtures
 
 from mlaccel.pool import demand
 from mlaccel.pool import learning
 from mlaccel.pool import store as pool_store
+from tests.functional.launcher import guest
 from tests.functional.pool import base as pool_base
 
 PROJECT = pool_base.nova_fixtures.PROJECT_ID
+#: Seconds a guest's spawn takes on top of the fake hypervisor's.
+SPAWN_SECONDS = 2.0
+
+
+class SlowSpawnDriver(guest.TaskdGuestDriver):
+    """The launcher tests' driver, its spawn slower by ``SPAWN_SECONDS``."""
+
+    def spawn(self, *args, **kwargs):
+        time.sleep(SPAWN_SECONDS)
+        return super().spawn(*args, **kwargs)
 
 
 class LearnedPoolTest(pool_base.PoolTestCase):
 
     def setUp(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'tests.functional.launcher.guest.TaskdGuestDriver',
+            SlowSpawnDriver))
         super().setUp()
         self.flags(learn=True, learn_projects=[PROJECT], budget_members=2,
                    budget_idle_vm_hours=48.0, group='mlaccel_pool')

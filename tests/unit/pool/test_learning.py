@@ -90,6 +90,14 @@ class PolicyTest(testcase.TestCase):
         record(doc, HOT, range(0, 600, 30), fresh=None)
         self.assertEqual({}, self.policy().targets(doc, NOW, {})[1])
 
+    def test_no_pool_where_a_fresh_vm_is_as_quick_as_a_claim(self):
+        doc = demand.empty(PROJECT)
+        record(doc, HOT, range(0, 600, 30),
+               fresh=learning.CLAIM_SECONDS * 0.9)
+        granted, targets = self.policy().targets(doc, NOW, {})
+        self.assertEqual(({}, {}), (granted.members, targets))
+        self.assertEqual([HOT.key], list(granted.refused))
+
     def test_the_operator_s_policy_decides_what_may_be_learned(self):
         for overrides in ({'learn': False}, {'learn_projects': ['other']},
                           {'learn_images': ['img-other']},
