@@ -16,6 +16,7 @@
 - :class:`GlobalConf`: overrides on ``mlaccel.conf.CONF`` (what the Nova
   plugins read), undone at cleanup.
 - :class:`RedisServer`: a real ``redis-server`` on a free loopback port.
+- :class:`EtcdCluster`: a real three-member etcd cluster on loopback.
 - :class:`StateBus`: a file or Redis state bus with ``[mlaccel_statebus]``
   pointed at it and a deployment key for its readers, and publishers
   signing with their hosts' keys and report caches stopped at cleanup.
@@ -23,6 +24,7 @@
   the scheduler plugins use), stopped and forgotten at cleanup.
 """
 
+import base64
 import ctypes
 import os
 import shutil
@@ -35,6 +37,7 @@ import fixtures
 from oslo_config import cfg
 from oslo_config import fixture as config_fixture
 import redis
+import requests
 
 from mlaccel import conf as mlaccel_conf
 from mlaccel.pool import spec as pool_spec
@@ -186,20 +189,164 @@ class RedisServer(fixtures.Fixture):
             return '(no log: %s)' % exc
 
 
+class EtcdMissing(Exception):
+    pass
+
+
+class EtcdCluster(fixtures.Fixture):
+    """A real etcd cluster of ``size`` members on loopback.
+
+    Its data directories are temporary.
+    Every member listens for clients and peers on free ports of 127.0.0.1.
+    :meth:`kill` stops a member abruptly and :meth:`start` brings it back
+    with its data, as a restarted controller; :meth:`leader` names the
+    member the others follow. All are killed at cleanup.
+
+    :ivar client_ports: each member's client port, by index.
+    """
+
+    START_TIMEOUT = 30.0
+
+    def __init__(self, size=3):
+        super().__init__()
+        self.size = size
+        self.binary = shutil.which('etcd') or shutil.which(
+            'etcd', path='/usr/sbin:/usr/local/sbin:/sbin')
+        self.processes = [None] * size
+
+    def check_installed(self):
+        if self.binary is None:
+            raise EtcdMissing(
+                'etcd is not installed, but the state bus tests run a real '
+                'cluster: install the system packages listed in bindep.txt '
+                '(on Debian/Ubuntu: apt-get install etcd-server).')
+
+    def url(self, member=0):
+        """The tooz backend URL of ``member`` (etcd's v3 JSON gateway)."""
+        return 'etcd3+http://127.0.0.1:%d?api_version=v3' % (
+            self.client_ports[member])
+
+    def _name(self, member):
+        return 'm%d' % member
+
+    def _setUp(self):
+        self.check_installed()
+        self.workdir = self.useFixture(fixtures.TempDir()).path
+        self.addCleanup(self.kill_all)
+        self.client_ports = [free_port() for _ in range(self.size)]
+        self.peer_ports = [free_port() for _ in range(self.size)]
+        self.initial = ','.join(
+            '%s=http://127.0.0.1:%d' % (self._name(m), self.peer_ports[m])
+            for m in range(self.size))
+        for member in range(self.size):
+            self.start(member, wait=False)
+        for member in range(self.size):
+            self.wait_healthy(member)
+
+    def start(self, member, wait=True):
+        """Start ``member`` (again, with its data if it ran before)."""
+        name = self._name(member)
+        data = os.path.join(self.workdir, name)
+        client = 'http://127.0.0.1:%d' % self.client_ports[member]
+        peer = 'http://127.0.0.1:%d' % self.peer_ports[member]
+        log = open(os.path.join(self.workdir, name + '.log'), 'ab')
+        with log:
+            self.processes[member] = subprocess.Popen(
+                [self.binary, '--name', name, '--data-dir', data,
+                 '--listen-client-urls', client,
+                 '--advertise-client-urls', client,
+                 '--listen-peer-urls', peer,
+                 '--initial-advertise-peer-urls', peer,
+                 '--initial-cluster', self.initial,
+                 '--initial-cluster-state', 'new',
+                 '--initial-cluster-token', 'mlaccel-tests',
+                 '--log-level', 'warn'],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                preexec_fn=_die_with_parent)
+        if wait:
+            self.wait_healthy(member)
+
+    def _post(self, member, path, body=None, timeout=1.0):
+        reply = requests.post('http://127.0.0.1:%d/v3/%s' % (
+            self.client_ports[member], path), json=body or {},
+            timeout=timeout)
+        reply.raise_for_status()
+        return reply.json()
+
+    def wait_healthy(self, member):
+        """Wait until ``member`` serves a linearizable read."""
+        deadline = time.monotonic() + self.START_TIMEOUT
+        while time.monotonic() < deadline:
+            process = self.processes[member]
+            if process is None or process.poll() is not None:
+                break
+            try:
+                self._post(member, 'kv/range', {'key': _b64(b'health')})
+                return
+            except (requests.RequestException, ValueError):
+                time.sleep(0.1)
+        raise RuntimeError('etcd member %d did not serve within %.0f s: %s'
+                           % (member, self.START_TIMEOUT, self._log(member)))
+
+    def leader(self):
+        """The index of the member that leads, asked of a live member."""
+        for member, process in enumerate(self.processes):
+            if process is None or process.poll() is not None:
+                continue
+            status = self._post(member, 'maintenance/status')
+            ids = self._post(member, 'cluster/member/list')['members']
+            names = {m['ID']: m['name'] for m in ids}
+            return int(names[status['leader']][1:])
+        raise RuntimeError('no etcd member is running')
+
+    def wipe(self):
+        """Delete every key, as a cluster restored empty would hold."""
+        member = next(m for m, p in enumerate(self.processes)
+                      if p is not None and p.poll() is None)
+        self._post(member, 'kv/deleterange', {'key': _b64(b'\0'),
+                                              'range_end': _b64(b'\0')})
+
+    def kill(self, member):
+        """SIGKILL ``member`` and reap it (no-op if it is not running)."""
+        process, self.processes[member] = self.processes[member], None
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+        if process is not None:
+            process.wait()
+
+    def kill_all(self):
+        for member in range(self.size):
+            self.kill(member)
+
+    def _log(self, member):
+        try:
+            with open(os.path.join(self.workdir, self._name(member)
+                                   + '.log'), 'rb') as f:
+                return f.read()[-2000:].decode(errors='replace')
+        except OSError as exc:
+            return '(no log: %s)' % exc
+
+
+def _b64(data):
+    return base64.b64encode(data).decode('ascii')
+
+
 class StateBus(fixtures.Fixture):
     """A state bus with ``[mlaccel_statebus] backend_url`` pointing at it.
 
     :param conf: the ``ConfigOpts`` to configure, e.g. ``Conf().conf`` or
         ``mlaccel.conf.CONF`` (then overridden through a ``GlobalConf``).
-    :param backend: ``'file'`` (a temporary directory) or ``'redis'`` (a
-        real :class:`RedisServer`).
+    :param backend: ``'file'`` (a temporary directory), ``'redis'`` (a
+        real :class:`RedisServer`) or ``'etcd'`` (a real three-member
+        :class:`EtcdCluster`, reached through its first member).
     :param signed: give readers a deployment key and publishers their
         hosts' keys, as a deployment has them; else allow unsigned reports.
 
     :ivar url: the backend URL.
     :ivar deployment_keys: the readers'
         :class:`~mlaccel.statebus.keys.DeploymentKey` list (``signed``).
-    :ivar server: the :class:`RedisServer`, for ``'redis'``.
+    :ivar server: the :class:`RedisServer`, for ``'redis'``; the
+        :class:`EtcdCluster`, for ``'etcd'``.
     :ivar path: the bus directory, for ``'file'``.
     """
 
@@ -207,9 +354,9 @@ class StateBus(fixtures.Fixture):
         super().__init__()
         self.signed = signed
         self.deployment_keys = []
-        if backend not in ('file', 'redis'):
-            raise ValueError('backend must be "file" or "redis", not %r'
-                             % backend)
+        if backend not in ('file', 'redis', 'etcd'):
+            raise ValueError('backend must be "file", "redis" or "etcd", '
+                             'not %r' % backend)
         self.conf = conf
         self.backend = backend
         self.server = None
@@ -221,6 +368,9 @@ class StateBus(fixtures.Fixture):
         if self.backend == 'redis':
             self.server = self.useFixture(RedisServer())
             self.url = self.server.url + '?executor=synchronous'
+        elif self.backend == 'etcd':
+            self.server = self.useFixture(EtcdCluster())
+            self.url = self.server.url() + '&executor=synchronous'
         else:
             self.path = self.useFixture(fixtures.TempDir()).path
             self.url = 'file://%s?executor=synchronous' % self.path

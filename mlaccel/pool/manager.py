@@ -50,6 +50,7 @@ from mlaccel.pool import learning
 from mlaccel.pool import members as pool_members
 from mlaccel.pool import sizing
 from mlaccel.pool import store as pool_store
+from mlaccel import statebus
 
 LOG = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ class PoolManager:
             return True
         try:
             if self._leader is not None:
-                if self._leader.is_still_owner():
+                if statebus.still_owner(self._leader):
                     return True
                 self._leader = None
             lock = self.leader_lock(LEADER_LOCK)

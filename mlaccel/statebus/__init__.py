@@ -18,11 +18,13 @@ refreshes (:mod:`mlaccel.statebus.reader`). Reports are signed with per-host
 keys (:mod:`mlaccel.statebus.keys`, :mod:`mlaccel.statebus.signing`).
 """
 
+import base64
 import errno
 import os
 import threading
 
 from oslo_log import log as logging
+import tooz
 from tooz import coordination
 
 from mlaccel.statebus import url as bus_url
@@ -77,6 +79,25 @@ def _check_readable(path):
                                  path)
     if not os.access(path, os.R_OK | os.X_OK):
         raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+
+
+def still_owner(lock):
+    """Whether ``lock``, taken earlier, is still held by its taker.
+
+    tooz 9.1's etcd3gw lock has no ``is_still_owner``, and once its lease
+    has expired (its taker cut off from etcd for longer than the lock's
+    timeout) and another client took the lock, its taker's ``acquired`` and
+    ``heartbeat()`` still say true (seen on etcd 3.4). For that lock the
+    lock's key is read and compared with what its taker wrote, as tooz
+    does for the locks that have the check.
+    """
+    try:
+        return lock.is_still_owner()
+    except tooz.NotImplemented:
+        if type(lock).__module__ != 'tooz.drivers.etcd3gw':
+            raise
+    held = lock._coord.client.get(lock._key.decode())
+    return base64.b64decode(lock._uuid) in held
 
 
 def group_id(conf):

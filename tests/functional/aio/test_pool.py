@@ -38,6 +38,8 @@ from mlaccel import conf as mlaccel_conf
 from mlaccel.launcher import api
 from mlaccel.pool import claims
 from mlaccel.pool import cli as pool_cli
+from mlaccel.pool import demand
+from mlaccel.pool import learning
 from mlaccel.pool import members as pool_members
 from mlaccel.pool import spec as pool_spec
 from mlaccel.pool import store as pool_store
@@ -105,8 +107,8 @@ class PoolCloudBase(testtools.TestCase):
                           % (timeout, what))
             time.sleep(0.5)
 
-    def make_pool(self, size, max_tasks=2):
-        """A pool of ``size`` members for a new image; emptied after."""
+    def new_spec(self):
+        """A spec for launches of a new image, deleted after the test."""
         image = self.conn.image.create_image(
             name='mlaccel-pool-test-%s' % uuid.uuid4().hex[:8],
             data=os.urandom(1 << 20), disk_format='raw',
@@ -114,10 +116,14 @@ class PoolCloudBase(testtools.TestCase):
         self.addCleanup(self.conn.image.delete_image, image,
                         ignore_missing=True)
         launcher = self.conf.mlaccel_launcher
-        spec = pool_spec.PoolSpec(
+        return pool_spec.PoolSpec(
             claims.project_of(self.conn), image.id,
             self.aio.cloud['flavor_id'], preload=launcher.preload,
             network='none', taskd_port=launcher.taskd_port)
+
+    def make_pool(self, size, max_tasks=2):
+        """A pool of ``size`` members for a new image; emptied after."""
+        spec = self.new_spec()
         with self.store.transaction(spec.key, create=pool_store.new_state(
                 spec, size, size, max_tasks)):
             pass
@@ -462,3 +468,72 @@ class PoolFaultsOnCloudTest(PoolCloudBase):
         self.assertEqual(1, self.store.read(spec.key)['stats']
                          ['create_failures'])
         self.assert_counted(spec.key)
+
+
+class LearnedPoolOnCloudTest(PoolCloudBase):
+    """Pools nobody defined: the cloud's manager learns one from launches.
+
+    The cloud's ``mlaccel-pool-manager`` is restarted with learning on for
+    this test's project and, by the operator's allow-list, this test's new
+    image only, with a budget of one member; the launches record their
+    demand as ``mlaccel launch --pool`` does.
+    """
+
+    exclusive = True
+
+    def manager_learning(self, spec):
+        """Restart the cloud's manager learning ``spec``'s image only."""
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'learn.conf')
+        with open(path, 'w') as f:
+            f.write('[mlaccel_pool]\nlearn = true\nlearn_projects = %s\n'
+                    'learn_images = %s\nbudget_members = 1\n'
+                    'budget_idle_vm_hours = 24\n'
+                    % (spec.project_id, spec.image_id))
+        procs.stop(self.lay, pools.SERVICE)
+        pools.start_manager(self.lay, more_config_files=[path])
+
+    def manager_as_before(self):
+        procs.stop(self.lay, pools.SERVICE)
+        pools.start_manager(self.lay)
+
+    def remove_learned_pool(self, key):
+        """Empty and delete the pool, by the manager as it was before."""
+        if self.store.exists(key):
+            self.remove_pool(key)
+
+    def test_a_launch_stream_with_no_pool_ends_served_by_a_learned_one(self):
+        spec = self.new_spec()
+        # Cleanups run last first: the manager as before, then the pool.
+        self.addCleanup(self.remove_learned_pool, spec.key)
+        self.addCleanup(self.manager_as_before)
+        self.manager_learning(spec)
+        store = self.store
+        claimer = claims.Claimer(
+            store, self.conn, project_id=spec.project_id,
+            timeout=self.conf.mlaccel_pool.health_timeout,
+            demand=demand.DemandLog.from_conf(store, self.conf))
+        self.assertFalse(store.exists(spec.key))
+
+        first = self.launch(spec, claimer=claimer)
+        self.assertEqual(api.SUCCEEDED, first['outcome'], first['error'])
+        self.assertEqual(1, len(self.fresh(first)))
+        # The miss is recorded with its fresh overhead; the manager makes
+        # a pool of it, and a warm member.
+        self.wait(lambda: store.exists(spec.key)
+                  and self.settled(spec.key, 1), 'a learned warm member')
+        state = store.read(spec.key)
+        self.assertTrue(learning.is_learned(state), state.get('origin'))
+        member, = self.idle(spec.key)
+
+        second = self.launch(spec, claimer=claimer)
+        self.assertEqual(api.SUCCEEDED, second['outcome'], second['error'])
+        vm, = second['vms']
+        self.assertEqual((spec.key, member), (vm['pool'], vm['server_id']))
+        doc = demand.DemandLog.from_conf(store, self.conf).read(
+            spec.project_id)
+        self.assertEqual([(1, 0), (1, 1)], [
+            (asked, claimed) for _t, key, asked, claimed in doc['asks']
+            if key == spec.key])
+        self.assertGreater(doc['keys'][spec.key]['fresh_overhead_s'],
+                           learning.CLAIM_SECONDS)

@@ -239,6 +239,10 @@ class TestRedisReplay(ReplayTests, testcase.TestCase):
     BACKEND = 'redis'
 
 
+class TestEtcdReplay(ReplayTests, testcase.TestCase):
+    BACKEND = 'etcd'
+
+
 class TestFileFailClosed(FailClosedTests, testcase.TestCase):
     BACKEND = 'file'
 

@@ -412,3 +412,12 @@ class TestRedisServerFixture(testcase.TestCase):
         exc = self.assertRaises(mlaccel_fixtures.RedisServerMissing,
                                 server.check_installed)
         self.assertIn('bindep.txt', str(exc))
+
+
+class TestEtcdBus(BusTests, testcase.TestCase):
+    """The bus on a three-member etcd cluster, through tooz's etcd3gw."""
+
+    BACKEND = 'etcd'
+
+    def wipe_bus(self):
+        self.bus.server.wipe()

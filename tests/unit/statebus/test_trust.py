@@ -235,6 +235,10 @@ class TestFileTrust(TrustTests, testcase.TestCase):
         self.assertIn('Not a directory', cache.last_error)
 
 
+class TestEtcdTrust(TrustTests, testcase.TestCase):
+    BACKEND = 'etcd'
+
+
 class TestRedisTrust(TrustTests, testcase.TestCase):
     BACKEND = 'redis'
 

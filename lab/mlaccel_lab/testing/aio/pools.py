@@ -50,11 +50,14 @@ def write_config(lay, interval=1.0):
     return path
 
 
-def start_manager(lay, name=SERVICE):
+def start_manager(lay, name=SERVICE, more_config_files=()):
     """Start ``mlaccel-pool-manager`` as service ``name`` of the cloud.
 
     Managers started under other names compete for the leader lock.
+    ``more_config_files`` are read after ``pool.conf``.
     """
-    return procs.start(lay, name, [
-        lay.bin(SERVICE), '--config-file', config_file(lay),
-        '--cloud', CLOUD], env={'OS_CLIENT_CONFIG_FILE': lay.clouds_yaml})
+    argv = [lay.bin(SERVICE), '--config-file', config_file(lay)]
+    for path in more_config_files:
+        argv += ['--config-file', path]
+    return procs.start(lay, name, argv + ['--cloud', CLOUD],
+                       env={'OS_CLIENT_CONFIG_FILE': lay.clouds_yaml})
