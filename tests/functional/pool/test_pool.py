@@ -98,7 +98,7 @@ class PoolTest(pool_base.PoolTestCase):
         self.assertEqual([self.key, 2, 0], ask[1:])
         self.assertEqual(demand.MISS, demand.outcome(2, 0))
         entry = doc['keys'][self.key]
-        self.assertEqual(self.spec, log.spec_of(doc, self.key))
+        self.assertEqual(self.spec, demand.spec_of(doc, self.key))
         self.assertEqual(2, entry['fresh_samples'])
         self.assertGreater(entry['fresh_overhead_s'], 0)
 
