@@ -229,19 +229,34 @@ class EtcdCluster(fixtures.Fixture):
     def _name(self, member):
         return 'm%d' % member
 
+    #: Tries with new ports, for a port taken between its pick and use.
+    ATTEMPTS = 3
+
     def _setUp(self):
         self.check_installed()
-        self.workdir = self.useFixture(fixtures.TempDir()).path
         self.addCleanup(self.kill_all)
-        self.client_ports = [free_port() for _ in range(self.size)]
-        self.peer_ports = [free_port() for _ in range(self.size)]
-        self.initial = ','.join(
-            '%s=http://127.0.0.1:%d' % (self._name(m), self.peer_ports[m])
-            for m in range(self.size))
-        for member in range(self.size):
-            self.start(member, wait=False)
-        for member in range(self.size):
-            self.wait_healthy(member)
+        for attempt in range(self.ATTEMPTS):
+            self.workdir = self.useFixture(fixtures.TempDir()).path
+            ports = set()
+            while len(ports) < 2 * self.size:
+                ports.add(free_port())
+            ports = sorted(ports)
+            self.client_ports = ports[:self.size]
+            self.peer_ports = ports[self.size:]
+            self.initial = ','.join(
+                '%s=http://127.0.0.1:%d' % (self._name(m),
+                                            self.peer_ports[m])
+                for m in range(self.size))
+            for member in range(self.size):
+                self.start(member, wait=False)
+            try:
+                for member in range(self.size):
+                    self.wait_healthy(member)
+                return
+            except RuntimeError:
+                self.kill_all()
+                if attempt == self.ATTEMPTS - 1:
+                    raise
 
     def start(self, member, wait=True):
         """Start ``member`` (again, with its data if it ran before)."""

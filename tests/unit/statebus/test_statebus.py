@@ -19,6 +19,7 @@ Real publishers, a real report cache, and a real file or Redis backend (a
 import os
 import select
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -421,3 +422,28 @@ class TestEtcdBus(BusTests, testcase.TestCase):
 
     def wipe_bus(self):
         self.bus.server.wipe()
+
+
+class TestEtcdClusterFixture(testcase.TestCase):
+
+    def test_a_port_taken_meanwhile_is_tried_again_elsewhere(self):
+        """The first ports picked include one another process holds."""
+        taken = socket.socket()
+        self.addCleanup(taken.close)
+        taken.bind(('127.0.0.1', 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        picks = iter([busy])
+        real = mlaccel_fixtures.free_port
+        self.useFixture(fixtures.MonkeyPatch(
+            'tests.fixtures.free_port', lambda: next(picks, None) or real()))
+        cluster = self.useFixture(mlaccel_fixtures.EtcdCluster())
+        self.assertNotIn(busy, cluster.client_ports + cluster.peer_ports)
+        self.assertIn(cluster.leader(), range(3))
+
+    def test_missing_etcd_names_bindep(self):
+        cluster = mlaccel_fixtures.EtcdCluster()
+        cluster.binary = None
+        exc = self.assertRaises(mlaccel_fixtures.EtcdMissing,
+                                cluster.check_installed)
+        self.assertIn('bindep.txt', str(exc))
