@@ -17,13 +17,12 @@ import os
 import threading
 
 import fixtures
-from oslo_config import cfg
 
-from mlaccel import conf as mlaccel_conf
 from mlaccel.pool import demand
 from mlaccel.pool import learning
 from mlaccel.pool import spec as pool_spec
 from mlaccel.pool import store as pool_store
+from tests import fixtures as mlaccel_fixtures
 from tests import testcase
 
 PROJECT = 'proj'
@@ -33,21 +32,14 @@ HIDDEN = pool_spec.PoolSpec(PROJECT, 'img-hidden', 'flv')
 NOW = 100000.0
 
 
-def configured(**overrides):
-    """A ``ConfigOpts`` with the ``[mlaccel_pool]`` options set so."""
-    conf = cfg.ConfigOpts()
-    mlaccel_conf.register_group(conf, mlaccel_conf.pool)
-    conf([], project='mlaccel', default_config_files=[])
+def configured(test, **overrides):
+    """``test``'s own ``ConfigOpts``, learning ``PROJECT``'s pools."""
+    conf = test.useFixture(mlaccel_fixtures.Conf())
     values = dict(learn=True, learn_projects=[PROJECT], budget_members=4,
                   budget_idle_vm_hours=96.0)
     values.update(overrides)
-    for name, value in values.items():
-        conf.set_override(name, value, group='mlaccel_pool')
-    return conf
-
-
-def options(**overrides):
-    return configured(**overrides).mlaccel_pool
+    conf.set('mlaccel_pool', **values)
+    return conf.conf
 
 
 def record(doc, spec, times, fresh=120.0):
@@ -75,7 +67,8 @@ class PolicyTest(testcase.TestCase):
         def visible(image_id):
             self.seen.append(image_id)
             return image_id != HIDDEN.image_id
-        return learning.Policy(options(**overrides), PROJECT, visible)
+        return learning.Policy(configured(self, **overrides).mlaccel_pool,
+                               PROJECT, visible)
 
     def test_keys_with_demand_get_members_by_value(self):
         granted, targets = self.policy().targets(self.doc, NOW, {})
@@ -171,7 +164,7 @@ class CloudBudgetTest(testcase.TestCase):
 
     def learners(self, **overrides):
         return [learning.Learner(self.store, configured(
-            learn_projects=[project], budget_members=3,
+            self, learn_projects=[project], budget_members=3,
             budget_idle_vm_hours=1000.0, **overrides), project,
             lambda image_id: True) for project in self.PROJECTS]
 
