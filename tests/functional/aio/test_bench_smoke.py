@@ -45,9 +45,10 @@ class AioAgentBenchSmokeTest(testtools.TestCase):
         self.useFixture(fixture.RunningCloud(exclusive=True))
 
     def test_agent(self):
-        # One round of the five burst arms: a smoke run, not a measure.
+        # One round of each part's arms: a smoke run, not a measure.
         fields = result_line(
             self, 'agent', '--image-mib', '8', '--burst', '4',
             '--burst-image-mib', '1', '--repetitions', '1')
         self.assertEqual({'first_boot_prefetch_ratio',
+                          'first_boot_with_prefetch_ratio',
                           'burst_makespan_ratio'}, set(fields))
