@@ -98,14 +98,18 @@ def spec_of(task):
     return pool_spec.PoolSpec(PROJECT, task.image, task.flavor)
 
 
-def pool_options(members=0, idle_vm_hours=0.0):
-    """The ``[mlaccel_pool]`` options of a manager learning ``PROJECT``."""
+def pool_options(members=0, idle_vm_hours=0.0, **overrides):
+    """The ``[mlaccel_pool]`` options of a manager learning ``PROJECT``.
+
+    ``overrides``: other options of the group (name: value).
+    """
     conf = cfg.ConfigOpts()
     mlaccel_conf.register_group(conf, mlaccel_conf.pool)
     conf([], project='mlaccel', default_config_files=[])
     for name, value in (('learn', True), ('learn_projects', [PROJECT]),
                         ('budget_members', members),
-                        ('budget_idle_vm_hours', idle_vm_hours)):
+                        ('budget_idle_vm_hours', idle_vm_hours),
+                        *overrides.items()):
         conf.set_override(name, value, group='mlaccel_pool')
     return conf.mlaccel_pool
 

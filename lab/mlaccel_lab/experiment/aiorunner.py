@@ -14,14 +14,20 @@
 
 :class:`AioRunner` brings the cloud up unless one is running under
 ``--base``, uploads the workload's images (random bytes of each size; a
-hot one marked hot in Glance) and, before every run, empties every cache
-and pool (:mod:`mlaccel_lab.experiment.aiostate`) and switches the arm's
-mechanisms on or off, restarting only what changed. A task of an arm with
-the task daemon or warm pools is launched by :func:`mlaccel.launcher.api.
-launch` (pools first, readiness pushed); any other by the stock path of
-:mod:`mlaccel_lab.experiment.coldlaunch`. The test virt driver runs guests as
-processes: creation costs what a compute does around a hypervisor
-(scheduling, image download, volume copies), not a guest's boot.
+hot one marked hot in Glance) and, before every run, empties every cache,
+pool and the pools' demand record (:mod:`mlaccel_lab.experiment.aiostate`)
+and switches the arm's mechanisms on or off, restarting only what changed;
+then it launches an untimed warm-up request of an image of its own.
+
+No pool is made or sized from the workload: an arm with pools runs the
+cloud's pool manager with learning on for the experiment's project, as an
+operator would turn it on, and its pools are whatever the manager learns
+from the launches of the run itself. A task of an arm with the task daemon
+or warm pools is launched by :func:`mlaccel.launcher.api.launch` (pools
+first, its ask recorded as demand, readiness pushed); any other by the
+stock path of :mod:`mlaccel_lab.experiment.coldlaunch`. The test virt driver
+runs guests as processes: creation costs what a compute does around a
+hypervisor (scheduling, image download, volume copies), not a guest's boot.
 """
 
 import math
@@ -36,8 +42,7 @@ from oslo_log import log as logging
 from mlaccel.launcher import api
 from mlaccel.launcher import ready_listener
 from mlaccel.pool import claims
-from mlaccel.pool import spec as pool_spec
-from mlaccel.pool import store as pool_store
+from mlaccel.pool import demand as pool_demand
 from mlaccel.taskd import protocol as taskd_protocol
 from mlaccel.tasks import clip
 from mlaccel_lab.experiment import aiocosts
@@ -60,8 +65,9 @@ TASK_TIMEOUT = 900.0
 #: First part of the names of the servers the experiment's launches make.
 NAME_PREFIX = 'mlaccel_experiment'
 STOCK_PREFIX = 'mlaccel_experiment_stock'
-#: Tasks a warm member serves before it is replaced.
-POOL_MAX_TASKS = 2
+#: The warm-up request's own image (no task of a workload uses it).
+WARMUP_IMAGE_MIB = 16
+WARMUP_STEPS = 5
 
 
 def launcher_path(arm):
@@ -98,6 +104,8 @@ class AioRunner(runner_mod.TaskRunner):
         self.mark = None
         self.store = None
         self.listener = None
+        self.warmup_image = None
+        self._members_before = 0.0
         self._lock = threading.Lock()
 
     @classmethod
@@ -141,17 +149,21 @@ class AioRunner(runner_mod.TaskRunner):
         bringup = time.monotonic() - started
         self.conn = cloud.connect(self.lay)
         self.flavor_id = self._flavor(workload)
-        self.switch = aiostate.ArmSwitch(self.lay, self.conn)
+        self.project_id = claims.project_of(self.conn)
+        self.switch = aiostate.ArmSwitch(self.lay, self.conn, [
+            self._learning_config()])
         self.pool_conf = aiostate.pool_conf(self.lay)
         self.store = aiostate.open_store(self.lay)
-        self.project_id = claims.project_of(self.conn)
+        self.demand = pool_demand.DemandLog.from_conf(self.store,
+                                                      self.pool_conf)
         launcher = self.pool_conf.mlaccel_launcher
         self.listener = ready_listener.ReadinessListener(
             launcher.listen_host, 0, launcher.callback_host)
         self.listener.start()
-        self.workload = workload
         for image in workload.images:
             self.images[image.name] = self._upload(image)
+        self.warmup_image = self._upload(workload_mod.Image(
+            'warmup', WARMUP_IMAGE_MIB * workload_mod.MIB))
         return {'hosts': len(self.lay.compute_hosts()),
                 'hypervisor': 'mlaccel test virt driver (guests are '
                               'processes on the compute host)',
@@ -159,7 +171,27 @@ class AioRunner(runner_mod.TaskRunner):
                 'images': {i.name: i.size for i in workload.images},
                 'cloud_brought_up': self.brought_up,
                 'bringup_seconds': round(bringup, 1),
-                runner_mod.POOLS_PREFILLED: True}
+                runner_mod.POOLS_PREFILLED: False,
+                'pool_learning': self._learning_options(),
+                'warm_up': 'after every reset, untimed: one VM from an '
+                           'image of %d MiB no task uses, of each boot '
+                           'kind, by the arm\'s own launch path'
+                           % WARMUP_IMAGE_MIB}
+
+    def _learning_options(self):
+        """The pool manager's options: learning on for the project.
+
+        Every other pool option keeps its default.
+        """
+        return {'learn': 'true', 'learn_projects': self.project_id}
+
+    def _learning_config(self):
+        path = self.lay.path('etc', 'mlaccel', 'experiment-learn.conf')
+        with open(path, 'w') as f:
+            f.write('[mlaccel_pool]\n' + ''.join(
+                '%s = %s\n' % item
+                for item in sorted(self._learning_options().items())))
+        return path
 
     def _flavor(self, workload):
         """A flavor whose disk holds the largest image."""
@@ -192,10 +224,11 @@ class AioRunner(runner_mod.TaskRunner):
 
     # reset -------------------------------------------------------------
     def reset(self, arm):
-        """Empty caches, volumes and pools; switch ``arm``'s mechanisms."""
+        """Empty caches, volumes, pools, demand; switch on ``arm``."""
         started = time.monotonic()
         aiostate.delete_servers(self.conn, [
             '^%s-' % prefix for prefix in (NAME_PREFIX, STOCK_PREFIX)])
+        aiostate.forget_demand(self.store, self.project_id)
         if self.store.keys():
             self.switch.set_manager(True)
             aiostate.empty_pools(self.conn, self.store)
@@ -205,43 +238,44 @@ class AioRunner(runner_mod.TaskRunner):
         if self.lay.settings.cinder:
             # The mirror driver pre-warms hot images: it would make their
             # golden volumes again while they are being deleted.
-            if self.switch.set_mirror(False):
+            if self.switch.set_cinder(False, False):
                 stopped.append('cinder')
             aiostate.empty_volume_cache(self.conn)
-        self.mark = aiocosts.LogMark(self.lay)
         restarted = stopped + [name for name in self.switch.apply(arm)
                                if name not in stopped]
-        self._seen = set()
-        self._copies = []
-        if arm.on(arms_mod.POOL):
-            self._fill_pools(arm)
         print('reset for %s in %.0f s (restarted: %s)' % (
             arm.name, time.monotonic() - started,
             ', '.join(restarted) or 'nothing'), file=sys.stderr, flush=True)
 
-    def _pool_spec(self, arm, image_id, boot_gb=None):
-        launcher = self.pool_conf.mlaccel_launcher
-        return pool_spec.PoolSpec(
-            self.project_id, image_id, self.flavor_id,
-            preload=self._preload(arm), network='none',
-            taskd_port=launcher.taskd_port, boot_volume_gb=boot_gb)
+    def warm_up(self, arm):
+        """An untimed request after the reset: the services' first use.
 
-    def _fill_pools(self, arm):
-        """A pool per image and boot kind the workload uses, filled."""
-        keys = []
-        for name, boot in self.workload.pool_keys():
-            low, high = self.workload.pool_bounds(name, boot)
-            spec = self._pool_spec(arm, self.images[name], boot_volume_gb(
-                self.workload.image(name), boot))
-            with self.store.transaction(spec.key, create=pool_store.new_state(
-                    spec, low, high, POOL_MAX_TASKS)):
-                pass
-            keys.append((spec.key, low))
-        for key, low in keys:
-            aiostate.wait_for(lambda: len(pool_store.members(
-                self.store.read(key), pool_store.IDLE)) >= low,
-                'pool %s to hold %d warm members' % (key, low),
-                timeout=600)
+        One VM of the warm-up image of each boot kind, at once, by the
+        arm's own launch path, no pool asked (no demand recorded); then
+        the run's accounts start.
+        """
+        image = workload_mod.Image('warmup', WARMUP_IMAGE_MIB
+                                   * workload_mod.MIB)
+        boots = [workload_mod.IMAGE] + ([workload_mod.VOLUME]
+                                        if self.lay.settings.cinder else [])
+        tasks = [workload_mod.Task(i, 0.0, image.name, 1, boot,
+                                   WARMUP_STEPS) for i, boot in
+                 enumerate(boots)]
+        threads = [threading.Thread(
+            target=self._start, args=(arm, task, self.warmup_image,
+                                      boot_volume_gb(image, task.boot),
+                                      False)) for task in tasks]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        aiostate.delete_servers(self.conn, [
+            '^%s-' % prefix for prefix in (NAME_PREFIX, STOCK_PREFIX)])
+        self.mark = aiocosts.LogMark(self.lay)
+        self._seen = set()
+        self._copies = []
+        self._members_before = aiostate.member_seconds(
+            self.store, self.pool_conf.mlaccel_pool)
 
     # launch ------------------------------------------------------------
     @staticmethod
@@ -250,27 +284,30 @@ class AioRunner(runner_mod.TaskRunner):
 
     def launch(self, arm, workload, task):
         image = workload.image(task.image)
-        image_id = self.images[task.image]
         gb = boot_volume_gb(image, task.boot)
         since = time.time()
-        if launcher_path(arm):
-            rec = self._launch_mlaccel(arm, task, image_id, gb)
-        else:
-            rec = coldlaunch.ColdLaunch(
-                self.conn, image_id, self.flavor_id, task.vms, task.args(),
-                notification_url=self.lay.transport_url,
-                conf=self.pool_conf, boot_volume_gb=gb,
-                timeout=TASK_TIMEOUT, name_prefix=STOCK_PREFIX).run()
+        rec = self._start(arm, task, self.images[task.image], gb,
+                          arm.on(arms_mod.POOL))
         rec['request']['args'] = dict(rec['request'].get('args') or {},
                                       **task.args())
         self._add_facts(arm, rec, task, image, since)
         return rec
 
-    def _launch_mlaccel(self, arm, task, image_id, gb):
+    def _start(self, arm, task, image_id, gb, pooled):
+        """Launch ``task`` by ``arm``'s path; its record."""
+        if launcher_path(arm):
+            return self._launch_mlaccel(arm, task, image_id, gb, pooled)
+        return coldlaunch.ColdLaunch(
+            self.conn, image_id, self.flavor_id, task.vms, task.args(),
+            notification_url=self.lay.transport_url,
+            conf=self.pool_conf, boot_volume_gb=gb,
+            timeout=TASK_TIMEOUT, name_prefix=STOCK_PREFIX).run()
+
+    def _launch_mlaccel(self, arm, task, image_id, gb, pooled):
         claimer = claims.Claimer(
             self.store, self.conn, project_id=self.project_id,
-            timeout=self.pool_conf.mlaccel_pool.health_timeout) \
-            if arm.on(arms_mod.POOL) else None
+            timeout=self.pool_conf.mlaccel_pool.health_timeout,
+            demand=self.demand) if pooled else None
         spec = api.LaunchSpec(
             image_id, self.flavor_id, task.vms,
             taskd_protocol.TaskSpec(
@@ -313,7 +350,13 @@ class AioRunner(runner_mod.TaskRunner):
             if pooled:
                 pass
             elif task.boot == workload_mod.VOLUME:
-                clone = arm.on(arms_mod.MIRROR) and not degraded
+                with self._lock:
+                    # Cinder's own cache clones an image's volume once the
+                    # image's first volume in the run made its entry.
+                    cached = ('volume', image_id) in self._seen
+                    self._seen.add(('volume', image_id))
+                clone = (arm.on(arms_mod.MIRROR) and not degraded) or (
+                    arm.tuned(arms_mod.CINDER_IMAGE_CACHE) and cached)
                 facts.update(volume_clone=clone, volume_copy=not clone,
                              glance_bytes=0 if clone else image.size)
                 if not clone:
@@ -339,24 +382,38 @@ class AioRunner(runner_mod.TaskRunner):
             with self._lock:
                 copies = len(self._copies)
                 glance += fill_bytes + sum(self._copies)
-        idle = aiostate.idle_seconds(self.store) if arm.on(
-            arms_mod.POOL) else 0.0
+        idle = members = 0.0
+        if arm.on(arms_mod.POOL):
+            idle = aiostate.idle_seconds(self.store)
+            members = aiostate.member_seconds(
+                self.store, self.pool_conf.mlaccel_pool) - \
+                self._members_before
         return {'glance_bytes': glance, 'volume_copies': copies,
-                'pool_idle_vm_seconds': idle}
+                'pool_idle_vm_seconds': idle,
+                'pool_member_vm_seconds': members}
 
     def restore(self):
         """Every mechanism on and no pool, as the cloud is brought up."""
+        aiostate.forget_demand(self.store, self.project_id)
         if self.store.keys():
             self.switch.set_manager(True)
             aiostate.empty_pools(self.conn, self.store)
+        # The manager as the cloud runs it: learning off.
+        self.switch.set_manager(False)
+        self.switch.manager_config_files = []
         self.switch.apply(arms_mod.MLACCEL)
 
     def close(self):
         if self.listener is not None:
             self.listener.stop()
+        if self.store is not None and not (self.brought_up
+                                           and not self.keep_cloud):
+            self.restore()
+        if self.store is not None and self.store.lock is not None:
+            # Its tooz client's heartbeat would go on retrying against a
+            # state bus taken down below.
+            self.store.lock.stop()
         if self.brought_up and not self.keep_cloud:
             # Its volumes and images take tens of GB: only the logs stay
             # in a --base of the caller's.
             cloud.down(self.lay, purge=True, keep_logs=not self.purge)
-        elif self.store is not None:
-            self.restore()

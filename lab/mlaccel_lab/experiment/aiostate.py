@@ -31,6 +31,7 @@ from mlaccel.cmd import config as mlaccel_config
 from mlaccel import conf as mlaccel_conf
 from mlaccel import inifile
 from mlaccel.pool import cli as pool_cli
+from mlaccel.pool import demand as pool_demand
 from mlaccel.pool import members as pool_members
 from mlaccel.pool import store as pool_store
 from mlaccel_lab.experiment import arms as arms_mod
@@ -134,16 +135,31 @@ def empty_pools(conn, store):
     """Empty and remove every pool; return how many there were.
 
     Each pool's bounds go to 0, the manager (which must run) deletes its
-    members, then the pool is removed.
+    members, then the pool is removed (a learned pool the manager retires
+    meanwhile is gone already). Forget the demand first
+    (:func:`forget_demand`), or a learning manager makes its pools again.
     """
     keys = list(store.keys())
     for key in keys:
-        with store.transaction(key) as state:
-            state['bounds'] = {'min': 0, 'max': 0}
+        try:
+            with store.transaction(key) as state:
+                state['bounds'] = {'min': 0, 'max': 0}
+        except pool_store.NoSuchPool:
+            continue
+
+    def emptied(key):
+        try:
+            members = store.read(key)['members']
+        except pool_store.NoSuchPool:
+            members = {}
+        return not members and not pool_servers(conn, key)
+
     for key in keys:
-        wait_for(lambda: not store.read(key)['members']
-                 and not pool_servers(conn, key), 'pool %s to empty' % key)
-        store.delete(key)
+        wait_for(lambda: emptied(key), 'pool %s to empty' % key)
+        try:
+            store.delete(key)
+        except pool_store.NoSuchPool:
+            pass
     return len(keys)
 
 
@@ -161,12 +177,44 @@ def idle_seconds(store):
     return total
 
 
-class ArmSwitch:
-    """Turns the cloud's mechanisms on and off; knows what is on now."""
+def forget_demand(store, project_id):
+    """Empty the project's demand record, as a fresh install has it."""
+    with store.transaction(pool_demand.document_key(project_id),
+                           create=pool_demand.empty(project_id),
+                           suffix=pool_demand.SUFFIX) as doc:
+        doc.clear()
+        doc.update(pool_demand.empty(project_id))
 
-    def __init__(self, lay, conn):
+
+def member_seconds(store, group):
+    """Every pool's member VM-seconds so far: build, boot, preload, idle."""
+    now = time.time()
+    total = 0.0
+    for key in store.keys():
+        try:
+            total += pool_cli.summary(store.read(key), group, now)[
+                'member_vm_s']
+        except pool_store.NoSuchPool:
+            continue
+    return total
+
+
+#: Cinder's own image-volume cache, as its docs set it for a backend (the
+#: internal tenant it needs is configured in every all-in-one cloud).
+CINDER_CACHE_OPTION = 'image_volume_cache_enabled'
+
+
+class ArmSwitch:
+    """Turns the cloud's mechanisms on and off; knows what is on now.
+
+    :param manager_config_files: configuration files the pool manager
+        reads after the cloud's ``pool.conf`` (the experiment's learning).
+    """
+
+    def __init__(self, lay, conn, manager_config_files=()):
         self.lay = lay
         self.conn = conn
+        self.manager_config_files = list(manager_config_files)
         self.nova_conf = lay.path('etc', 'nova', 'nova.conf')
         self.cinder_conf = lay.path('etc', 'cinder', 'cinder.conf')
 
@@ -180,6 +228,11 @@ class ArmSwitch:
         ini = inifile.IniFile(self.cinder_conf)
         driver = ini.get(cloud.CINDER_BACKEND, 'volume_driver') or []
         return bool(driver) and driver[-1] == cinder_config.MIRROR
+
+    def cinder_cache_on(self):
+        ini = inifile.IniFile(self.cinder_conf)
+        return (ini.get(cloud.CINDER_BACKEND, CINDER_CACHE_OPTION)
+                or ['false'])[-1].lower() == 'true'
 
     def agents_on(self):
         return all(procs.running(self.lay, agents.service(h))
@@ -214,14 +267,27 @@ class ArmSwitch:
         return True
 
     def set_mirror(self, on):
-        if self.mirror_on() == on:
+        return self.set_cinder(on, self.cinder_cache_on())
+
+    def set_cinder(self, mirror, cache):
+        """Set the mirror driver and Cinder's cache; one restart if any."""
+        if self.mirror_on() == mirror and self.cinder_cache_on() == cache:
             return False
-        cloud.set_cinder_mirror(self.lay, on, self.conn)
+        ini = inifile.IniFile(self.cinder_conf)
+        if mirror:
+            cinder_config.enable_mirror(ini, [cloud.CINDER_BACKEND])
+        else:
+            cinder_config.disable_mirror(ini)
+        ini.set(cloud.CINDER_BACKEND, CINDER_CACHE_OPTION,
+                [str(cache).lower()])
+        ini.save()
+        cloud.restart_cinder(self.lay, self.conn, mirror=mirror)
         return True
 
     def set_manager(self, on):
         if on and not self.manager_on():
-            pools.start_manager(self.lay)
+            pools.start_manager(self.lay, more_config_files=(
+                self.manager_config_files))
         elif not on and self.manager_on():
             procs.stop(self.lay, pools.SERVICE, cloud.STOP_TIMEOUT)
 
@@ -230,8 +296,9 @@ class ArmSwitch:
         changed = []
         if self.set_scheduler(arm.on(arms_mod.SCHEDULER)):
             changed.append('nova-scheduler')
-        if self.lay.settings.cinder and self.set_mirror(
-                arm.on(arms_mod.MIRROR)):
+        if self.lay.settings.cinder and self.set_cinder(
+                arm.on(arms_mod.MIRROR),
+                arm.tuned(arms_mod.CINDER_IMAGE_CACHE)):
             changed.append('cinder')
         self.set_agents(arm.on(arms_mod.AGENT))
         self.set_manager(arm.on(arms_mod.POOL))

@@ -101,7 +101,9 @@ class Calibration:
     glance_bandwidth: float = None
     volume_backends: int = 1
     scheduler_workers: int = 1
-    #: Warm pool manager: seconds between sizings, demand window, margin.
+    #: Little's-law pools of ``prefill`` runs only (learned pools take the
+    #: ``[mlaccel_pool]`` options): seconds between sizings, demand
+    #: window, margin, most members.
     pool_interval: float = 10.0
     pool_window: float = 300.0
     pool_margin: float = 0.5

@@ -21,12 +21,19 @@
      "runs": [{"repetition", "position", "arm", "warmup",
                "records": [<launch record>, ...],
                "costs": {"glance_bytes", "volume_copies",
-                         "pool_idle_vm_seconds"}}]}
+                         "pool_idle_vm_seconds",
+                         "pool_member_vm_seconds"}}]}
 
 Each launch record is :mod:`mlaccel.launcher.record`'s (version 2), with
 ``experiment_task`` (the workload task's index) and, on each VM, ``facts``
 (:data:`VM_FACTS`): what the runner knows of its creation.
+
+The rows the statistics use leave records out for a reason
+(:func:`left_out`), and :func:`dropped` counts them.
 """
+
+import collections
+import re
 
 from mlaccel.launcher import record as record_mod
 from mlaccel import lifecycle
@@ -35,11 +42,18 @@ from mlaccel_lab.experiment import schema
 VERSION = 1
 STAGES = tuple(stage.value for stage in lifecycle.STAGES)
 PRE_RUN = STAGES[:3]
+#: The seconds of each task row (:func:`task_rows`).
+ROW_FIELDS = ('waiting',) + STAGES + ('overhead', 'total')
 
 #: Costs a runner reports per run: bytes served by Glance (downloads to
 #: computes, agent pre-fetches, volume copies), full volume copies made
-#: from an image, seconds warm pool members spent idle.
-RUN_COSTS = ('glance_bytes', 'volume_copies', 'pool_idle_vm_seconds')
+#: from an image, seconds warm pool members spent idle, pool members'
+#: VM-seconds from their create request to their deletion or the run's end
+#: (refills included).
+RUN_COSTS = ('glance_bytes', 'volume_copies', 'pool_idle_vm_seconds',
+             'pool_member_vm_seconds')
+#: Costs added since version 1: older files lack them and still load.
+ADDED_COSTS = ('pool_member_vm_seconds',)
 
 #: What a runner puts in each VM's ``facts``: the compute host, the image's
 #: name and size, ``boot`` ('image' or 'volume'), the bytes its creation
@@ -73,7 +87,9 @@ SCHEMA = {
                             'properties': {'facts': {
                                 'type': 'object',
                                 'required': list(VM_FACTS)}}}}}}},
-                'costs': {'type': 'object', 'required': list(RUN_COSTS),
+                'costs': {'type': 'object',
+                          'required': [k for k in RUN_COSTS
+                                       if k not in ADDED_COSTS],
                           'properties': {k: _NUMBER for k in RUN_COSTS}}}}},
     },
 }
@@ -89,10 +105,28 @@ def new(runner, workload, arms, repetitions, warmup, seed):
             'preconditions': {}, 'runs': []}
 
 
-def annotate(record, task):
-    """Mark a launch record as the run of workload task ``task``."""
+def annotate(record, task, arrival=None):
+    """Mark a launch record as the run of workload task ``task``.
+
+    :param arrival: the wall-clock time the task arrived (its launch was
+        due), from which its waiting is counted.
+    """
     record['experiment_task'] = task.index
+    record['arrival'] = arrival
     return record
+
+
+def waiting(record):
+    """Seconds from the task's arrival to its first create request.
+
+    Or to its first claim: the launcher's own work before the life cycle's
+    first stage.
+    """
+    arrival = record.get('arrival')
+    requested = record['timeline']['events'].get('requested')
+    if arrival is None or requested is None:
+        return 0.0
+    return max(0.0, requested - arrival)
 
 
 def run_entry(run, outcome, workload):
@@ -127,57 +161,90 @@ def kept_runs(results, arm=None):
             and (arm is None or run['arm'] == arm)]
 
 
+#: An error that starts with an exception's name: ``NoValidHost: ...``.
+_ERROR_KIND = re.compile(r'([A-Z][\w.]*): ')
+MISSING = 'missing '
+
+
+def left_out(record):
+    """Why ``record`` is not in the rows, ``None`` if it is.
+
+    Its outcome if it did not succeed (with the error's kind when the error
+    names an exception: ``failed (Timeout)``), else ``missing <stage>`` for
+    the first stage whose duration is unknown.
+    """
+    if record['outcome'] != 'succeeded':
+        kind = _ERROR_KIND.match(record.get('error') or '')
+        return record['outcome'] + (' (%s)' % kind.group(1) if kind else '')
+    durations = record['timeline']['durations']
+    for stage in STAGES:
+        if durations.get(stage) is None:
+            return MISSING + stage
+    return None
+
+
+def _records(results, arm=None):
+    """``(run, record, left_out(record))`` of the kept runs' records."""
+    return [(run, rec, left_out(rec)) for run in kept_runs(results, arm)
+            for rec in run['records']]
+
+
 def task_rows(results, arm):
-    """One row per succeeded task of ``arm``'s kept runs.
+    """One row per kept record (:func:`left_out`) of ``arm``'s kept runs.
 
     Each row: ``key`` ``(repetition, task)``, every stage's seconds,
-    ``overhead`` (scheduling + creation + buffering: request to first
-    step), ``total``.
+    ``waiting`` (:func:`waiting`), ``overhead`` (waiting + scheduling +
+    creation + buffering: the task's arrival to its first step),
+    ``total`` (arrival to the end).
     """
     rows = []
-    for run in kept_runs(results, arm):
-        for rec in run['records']:
-            if rec['outcome'] != 'succeeded':
-                continue
+    for run, rec, why in _records(results, arm):
+        if why is None:
             durations = rec['timeline']['durations']
-            if any(durations.get(s) is None for s in STAGES):
-                continue
             row = {s: durations[s] for s in STAGES}
-            row['overhead'] = sum(row[s] for s in PRE_RUN)
-            row['total'] = rec['timeline']['total']
+            row['waiting'] = waiting(rec)
+            row['overhead'] = row['waiting'] + sum(row[s] for s in PRE_RUN)
+            row['total'] = row['waiting'] + rec['timeline']['total']
             row['key'] = (run['repetition'], rec['experiment_task'])
             rows.append(row)
     return rows
 
 
+def dropped(results, arm):
+    """``{reason: count}`` of ``arm``'s records left out of the rows."""
+    return dict(collections.Counter(
+        why for _, _, why in _records(results, arm) if why))
+
+
 def failures(results, arm):
-    return sum(1 for run in kept_runs(results, arm)
-               for rec in run['records'] if rec['outcome'] != 'succeeded')
+    """How many of ``arm``'s records did not succeed."""
+    return sum(count for why, count in dropped(results, arm).items()
+               if not why.startswith(MISSING))
 
 
 def vm_rows(results):
-    """Every VM of every kept, succeeded launch with its arm and facts."""
+    """Every VM of every kept record with its arm and facts.
+
+    A kept record's VMs know every stage: a task reaches an event when all
+    its VMs do.
+    """
     arms = mechanisms(results)
     rows = []
-    for run in kept_runs(results):
-        for rec in run['records']:
-            if rec['outcome'] != 'succeeded':
-                continue
-            steps = (rec.get('request') or {}).get('args', {}).get('steps')
-            for vm in rec['vms']:
-                timeline = vm['timeline']
-                if any(timeline['durations'].get(s) is None
-                       for s in STAGES):
-                    continue
-                rows.append({'arm': run['arm'],
-                             'run': (run['repetition'], run['arm']),
-                             'launch': rec['launch_id'],
-                             'mechanisms': arms[run['arm']],
-                             'durations': timeline['durations'],
-                             'events': timeline['events'],
-                             'observed': vm.get('observed') or {},
-                             'pooled': vm.get('pool') is not None,
-                             'facts': vm['facts'], 'steps': steps})
+    for run, rec, why in _records(results):
+        if why is not None:
+            continue
+        steps = (rec.get('request') or {}).get('args', {}).get('steps')
+        for vm in rec['vms']:
+            timeline = vm['timeline']
+            rows.append({'arm': run['arm'],
+                         'run': (run['repetition'], run['arm']),
+                         'launch': rec['launch_id'],
+                         'mechanisms': arms[run['arm']],
+                         'durations': timeline['durations'],
+                         'events': timeline['events'],
+                         'observed': vm.get('observed') or {},
+                         'pooled': vm.get('pool') is not None,
+                         'facts': vm['facts'], 'steps': steps})
     return rows
 
 
@@ -185,14 +252,16 @@ def costs(results, arm):
     """The arm's costs per kept run (means over its runs).
 
     ``idle_vm_seconds`` adds each VM's buffering (a VM that exists and does
-    not yet run its task) to the pool members' idle time.
+    not yet run its task) to the pool members' idle time. A cost some run
+    lacks (:data:`ADDED_COSTS`, older files) is left out.
     """
     runs = kept_runs(results, arm)
     if not runs:
         return {}
     out = {}
     for key in RUN_COSTS:
-        out[key] = sum(run['costs'][key] for run in runs) / len(runs)
+        if all(key in run['costs'] for run in runs):
+            out[key] = sum(run['costs'][key] for run in runs) / len(runs)
     buffering = sum(vm['timeline']['durations']['buffering'] or 0.0
                     for run in runs for rec in run['records']
                     for vm in rec['vms'])

@@ -34,9 +34,10 @@ from mlaccel_lab.experiment import protocol
 from mlaccel_lab.experiment import results as results_mod
 
 LOG = logging.getLogger(__name__)
-#: Precondition a runner sets when, before every run of an arm with
-#: pools, it fills each pool to its minimum
-#: (:meth:`mlaccel_lab.experiment.workload.Workload.pool_bounds`).
+#: Precondition a runner states: whether, before every run of an arm with
+#: pools, it fills each pool to the workload's peak (foresight: the
+#: simulator's model of operator-sized pools does; the all-in-one runner
+#: never does, its pools are learned).
 POOLS_PREFILLED = 'pools_prefilled_to_peak'
 
 
@@ -47,8 +48,8 @@ class RunnerError(Exception):
 class Runner(abc.ABC):
     """Runs an arm's workload; :func:`execute` calls it in this order.
 
-    ``prepare`` once, then for each run ``reset(arm)`` and
-    ``run(arm, workload, done)``, and ``close`` at the end, whatever
+    ``prepare`` once, then for each run ``reset(arm)``, ``warm_up(arm)``
+    and ``run(arm, workload, done)``, and ``close`` at the end, whatever
     happened.
     """
 
@@ -84,6 +85,13 @@ class Runner(abc.ABC):
         (:class:`mlaccel_lab.experiment.arms.Arm`): scheduler plugins in
         nova.conf, the agent, the mirror-volume driver in cinder.conf,
         taskd preload and push or a cold start from user-data, pools.
+        """
+
+    def warm_up(self, arm):
+        """After each reset: an untimed request, the services' first use.
+
+        It must leave no trace the run could profit from (no cache of the
+        workload's images, no recorded demand).
         """
 
     @abc.abstractmethod
@@ -137,8 +145,10 @@ class TaskRunner(Runner):
         lock = threading.Lock()
         clock = time.monotonic
         start = clock()
+        wall_start = time.time()
 
         def one(task):
+            arrival = wall_start + task.at * self.time_scale
             try:
                 rec = self.launch(arm, workload, task)
             except Exception as exc:
@@ -149,7 +159,7 @@ class TaskRunner(Runner):
                     {'image': task.image, 'count': task.vms,
                      'args': {'steps': task.steps}}, [], 'failed',
                     error='%s: %s' % (type(exc).__name__, exc))
-            results_mod.annotate(rec, task)
+            results_mod.annotate(rec, task, arrival)
             with lock:
                 records[task.index] = rec
             done(rec)
@@ -184,6 +194,7 @@ def execute(runner, workload, arms, repetitions=protocol.MIN_REPETITIONS,
         for run in runs:
             made = workload.warmup() if run.warmup else workload
             runner.reset(run.arm)
+            runner.warm_up(run.arm)
             label = 'rep %d%s %s' % (run.repetition,
                                      ' (warm-up)' if run.warmup else '',
                                      run.arm.name)

@@ -32,7 +32,9 @@ _COUNT = {'type': 'integer', 'minimum': 1}
 WORKLOAD = {
     'type': 'object',
     'additionalProperties': False,
-    'required': ['version', 'seed', 'images', 'tasks', 'arrivals', 'task'],
+    'required': ['version', 'seed', 'images', 'task'],
+    # Either a stream or tasks and arrivals (checked by the workload's
+    # loader, with a message that says so).
     'properties': {
         'version': {'const': 1},
         'seed': {'type': 'integer', 'minimum': 0},
@@ -68,6 +70,16 @@ WORKLOAD = {
                               'required': ['size'],
                               'properties': {'size': _COUNT,
                                              'spread': _NONNEG}}}}},
+        'stream': {
+            'type': 'object', 'additionalProperties': False,
+            'required': ['tasks', 'time_scale', 'max_vms'],
+            'properties': {
+                'tasks': _COUNT,
+                'time_scale': _POSITIVE,
+                'max_vms': _COUNT,
+                'zipf_exponent': _NONNEG,
+                'boot_from_volume': {'type': 'number', 'minimum': 0,
+                                     'maximum': 1}}},
         'task': {
             'type': 'object', 'additionalProperties': False,
             'required': ['entry', 'steps'],
@@ -76,9 +88,7 @@ WORKLOAD = {
                 'steps': _COUNT,
                 'step_seconds': _POSITIVE,
                 'device_ms': _NONNEG,
-                'threads': _COUNT,
-                'min_running_share': {'type': 'number', 'minimum': 0,
-                                      'maximum': 1}}},
+                'threads': _COUNT}},
     },
 }
 
@@ -98,12 +108,21 @@ PRODUCTION = {
         'hosts': _COUNT,
         'host_slots': _COUNT,
         'scheduler_workers': _COUNT,
-        'pool_max': _COUNT,
         'link_gbps': _POSITIVE,
         'glance_gbps': _POSITIVE,
         'volume_backends': _COUNT,
         'volume_copy_gbps': _POSITIVE,
         'stage_costs': _STAGE_COSTS,
+        # The pool manager's options ([mlaccel_pool] name: value).
+        'pool_options': {
+            'type': 'object', 'additionalProperties': False,
+            'properties': {
+                'budget_members': {'type': 'integer', 'minimum': 0},
+                'budget_idle_vm_hours': _NONNEG,
+                'learn_max_size': _COUNT,
+                'interval': _POSITIVE}},
+        # How many of the trace's flavors the tasks use.
+        'flavors': _COUNT,
         'workload': WORKLOAD,
     },
 }

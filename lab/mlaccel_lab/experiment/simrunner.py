@@ -28,10 +28,14 @@ class SimulatedRunner(runner_mod.Runner):
     kind = 'simulator'
     measured = False
 
-    def __init__(self, calibration, seed=0, prefill=False):
+    def __init__(self, calibration, seed=0, prefill=False,
+                 pool_options=None, flavor_of=None):
+        """See :class:`~.simulator.Cluster` for ``prefill`` and after."""
         self.calibration = calibration
         self.seed = seed
         self.prefill = prefill
+        self.pool_options = pool_options
+        self.flavor_of = flavor_of
         self._runs = 0
 
     @classmethod
@@ -59,4 +63,6 @@ class SimulatedRunner(runner_mod.Runner):
         return simulator.Cluster(self.calibration, arm, workload,
                                  seed=self.seed * 1000003 + self._runs,
                                  label='sim-%d-%s' % (self._runs, arm.name),
-                                 prefill=self.prefill).run(done)
+                                 prefill=self.prefill,
+                                 pool_options=self.pool_options,
+                                 flavor_of=self.flavor_of).run(done)

@@ -35,13 +35,25 @@ costs of a :class:`~mlaccel_lab.experiment.calibration.Calibration`:
 
 Mechanisms: the agent pre-fetches hot images to every host from the start
 and publishes ``pacing_limit`` as its build limit; mirror volumes clone;
-taskd starts warm; warm pools (one per image and boot kind) are sized by
-:mod:`mlaccel.pool.sizing` (Little's law on the measured demand, the
-measured lead time of their refills), or, with ``prefill`` (to
-reproduce an all-in-one run, whose runner fills every pool before the run),
-between the workload's bounds from a fill to their minimum before the first
-arrival; a member's daemon always preloads, and a claimed member skips
-scheduling, creation, boot and preload.
+taskd starts warm; a member's daemon always preloads, and a claimed member
+skips scheduling, creation, boot and preload. Warm pools are *learned*, as
+the shipped pool manager learns them: each launch records its ask (and,
+when it ends, the fresh overhead of its VMs made fresh) in a demand
+document with :mod:`mlaccel.pool.demand`'s functions; every ``interval``
+of the ``[mlaccel_pool]`` options the simulated manager runs
+:class:`mlaccel.pool.learning.Policy` on it (the code
+``python -m mlaccel_lab.bench pools-demand`` replays), makes a pool for a
+key the policy grants members, builds members (a fresh VM each: the
+simulated lead time) and retires idle ones the policy no longer wants. It
+knows only what a manager would: nothing of the workload's future. With
+``prefill`` (the old experiment "with foresight", not a default anywhere)
+there is instead one pool per key of the workload, sized between the
+workload's bounds by Little's law (:mod:`mlaccel.pool.sizing`) and filled
+to its minimum before the first arrival.
+
+A pool member costs from its create request to its claim, its retirement or
+the run's end (``pool_member_vm_seconds``), and from its readiness to then
+idle (``pool_idle_vm_seconds``).
 
 Its output is launch records in the record schema, so every table and
 chart is made from simulated runs as from measured ones
@@ -54,9 +66,14 @@ import types
 
 import simpy
 
+from mlaccel import conf as mlaccel_conf
 from mlaccel import costmodel
 from mlaccel.launcher import record as record_mod
+from mlaccel.pool import demand
+from mlaccel.pool import learning
 from mlaccel.pool import sizing
+from mlaccel.pool import spec as pool_spec
+from mlaccel_lab.bench import pools_demand
 from mlaccel_lab.experiment import arms
 from mlaccel_lab.experiment import bandwidth
 from mlaccel_lab.experiment import results as results_mod
@@ -80,25 +97,70 @@ class Host:
         self.link = bandwidth.Link(calibration.download_bandwidth)
 
 
-class _Pool:
-    """One warm pool: its idle members and its demand."""
+#: Calibration fields only ``prefill``'s Little's-law managers use.
+PREFILL_ONLY = ('pool_interval', 'pool_window', 'pool_margin', 'pool_max')
+#: The flavor of a task when the run is given no ``flavor_of``.
+FLAVOR = 'flavor-1'
+GIB = 1 << 30
 
-    def __init__(self, key, bounds):
-        self.key = key
+
+def _shipped(name):
+    return next(o.default for o in mlaccel_conf.pool.OPTS if o.name == name)
+
+
+def learned_options(**stated):
+    """The ``[mlaccel_pool]`` options the simulated manager learns with.
+
+    The shipped defaults, learning on for the simulated project
+    (:func:`mlaccel_lab.bench.pools_demand.pool_options`), with the
+    ``stated`` ones (option name: value) over them.
+    """
+    return pools_demand.pool_options(
+        stated.pop('budget_members', _shipped('budget_members')),
+        stated.pop('budget_idle_vm_hours', _shipped('budget_idle_vm_hours')),
+        **stated)
+
+
+class _Pool:
+    """One warm pool: its members and, for Little's law, its demand."""
+
+    def __init__(self, spec, bounds=None):
+        self.spec = spec
+        self.image = spec.image_id
+        self.boot = workload_mod.VOLUME if spec.boot_volume_gb \
+            else workload_mod.IMAGE
+        self.name = '%s/%s' % (self.image, self.boot) + (
+            '' if spec.flavor_id == FLAVOR else '/' + spec.flavor_id)
         self.bounds = bounds
+        #: ``(member, created, ready)`` of the idle members.
         self.idle = []
-        self.creating = 0
+        #: When each member being built was asked for.
+        self.building = []
         self.arrivals = []
         self.lead = None
 
+    @property
+    def alive(self):
+        return len(self.idle) + len(self.building)
+
 
 class Cluster:
-    """One arm's run of a workload on a simulated cloud."""
+    """One arm's run of a workload on a simulated cloud.
+
+    :param pool_options: the ``[mlaccel_pool]`` options of the learned
+        pools (:func:`learned_options`; the shipped defaults when ``None``).
+    :param flavor_of: ``callable(task) -> flavor name`` (:data:`FLAVOR`
+        for every task when ``None``): part of a pool's key.
+    """
 
     def __init__(self, calibration, arm, workload, seed=0, label='sim',
-                 records=True, prefill=False):
+                 records=True, prefill=False, pool_options=None,
+                 flavor_of=None):
         self.cal = calibration
         self.prefill = prefill
+        self.options = pool_options or learned_options()
+        self.flavor_of = flavor_of or (lambda task: FLAVOR)
+        self.demand = demand.empty(pools_demand.PROJECT)
         self.keep_records = records
         self.arm = arm
         self.workload = workload
@@ -288,12 +350,20 @@ class Cluster:
 
     def _task(self, task, done):
         yield self.env.timeout(task.at)
-        members = self._claim(task) if self.arm.on(arms.POOL) else []
+        pooled = self.arm.on(arms.POOL)
+        members = self._claim(task) if pooled else []
         vms = [None] * task.vms
         procs = [self.env.process(self._vm(
             task, i, members[i] if i < len(members) else None, vms))
             for i in range(task.vms)]
         yield self.env.all_of(procs)
+        if pooled and not self.prefill:
+            # As the launcher records it when the launch ends.
+            demand.add_fresh(self.demand, self._spec(task).key, [
+                vm['observed'].get('ready_received',
+                                   vm['observed']['first_step_at'])
+                - vm['observed']['requested'] for vm in vms
+                if vm['pool'] is None])
         if not self.keep_records:
             return
         request = {'image': task.image, 'count': task.vms, 'boot': task.boot,
@@ -307,24 +377,84 @@ class Cluster:
 
     # Warm pools
 
+    def _spec(self, task):
+        """The :class:`~mlaccel.pool.spec.PoolSpec` ``task``'s VMs share."""
+        size = self.workload.image(task.image).size
+        return pool_spec.PoolSpec(
+            pools_demand.PROJECT, task.image, self.flavor_of(task),
+            boot_volume_gb=-(-size // GIB)
+            if task.boot == workload_mod.VOLUME else None)
+
     def _claim(self, task):
-        pool = self.pools[(task.image, task.boot)]
-        pool.arrivals.append([self.env.now, task.vms])
-        taken = pool.idle[:task.vms]
-        del pool.idle[:task.vms]
-        for _member, ready in taken:
-            self.costs['pool_idle_vm_seconds'] += self.env.now - ready
-        return [member for member, _ready in taken]
+        """Take idle members of ``task``'s pool; record the ask."""
+        spec = self._spec(task)
+        pool = self.pools.get(spec.key)
+        taken = []
+        if pool is not None:
+            pool.arrivals.append([self.env.now, task.vms])
+            taken = pool.idle[:task.vms]
+            del pool.idle[:task.vms]
+            for member in taken:
+                self._release(member)
+        if not self.prefill:
+            demand.add_ask(self.demand, spec, task.vms, len(taken),
+                           self.env.now)
+            demand.prune(self.demand, self.env.now,
+                         self.options.demand_records,
+                         self.options.demand_max_age)
+        return [member for member, _created, _ready in taken]
+
+    def _release(self, member):
+        """Count an idle member's costs until now (claimed or retired)."""
+        _member, created, ready = member
+        self.costs['pool_idle_vm_seconds'] += self.env.now - ready
+        self.costs['pool_member_vm_seconds'] += self.env.now - created
 
     def _member(self, pool):
-        image = self.workload.image(pool.key[0])
+        image = self.workload.image(pool.image)
         began = self.env.now
+        pool.building.append(began)
         host, observed, facts = yield from self._fresh_vm(
-            image, pool.key[1], True)
-        pool.creating -= 1
+            image, pool.boot, True)
+        pool.building.remove(began)
         pool.lead = sizing.lead_time(pool.lead, self.env.now - began)
-        pool.idle.append(((host, observed, facts, '%s/%s' % pool.key),
+        pool.idle.append(((host, observed, facts, pool.name), began,
                           self.env.now))
+
+    def _resize(self, pool, target):
+        """Build or retire members towards ``target`` alive; the builds.
+
+        Only idle members are retired: one being built is let finish.
+        """
+        builds = [self.env.process(self._member(pool))
+                  for _ in range(target - pool.alive)]
+        retired = pool.idle[:max(0, min(pool.alive - target,
+                                        len(pool.idle)))]
+        del pool.idle[:len(retired)]
+        for member in retired:
+            self._release(member)
+            member[0][0].free += 1
+        return builds
+
+    def _learner(self):
+        """The pool manager's learning, every ``interval`` of the options.
+
+        Members alive (idle and being built) and measured lead times go to
+        the policy with the demand recorded so far, as in the lab's replay.
+        """
+        policy = learning.Policy(self.options, pools_demand.PROJECT,
+                                 lambda image_id: True)
+        while True:
+            _granted, targets = policy.targets(
+                self.demand, self.env.now,
+                {key: pool.alive for key, pool in self.pools.items()},
+                {key: pool.lead for key, pool in self.pools.items()})
+            for key, target in sorted(targets.items()):
+                if key not in self.pools and target > 0:
+                    self.pools[key] = _Pool(demand.spec_of(self.demand, key))
+                if key in self.pools:
+                    self._resize(self.pools[key], target)
+            yield self.env.timeout(self.options.interval)
 
     def _default_lead(self, image):
         cal = self.cal
@@ -333,7 +463,8 @@ class Cluster:
                 + cal.guest_boot_seconds + cal.preload_seconds)
 
     def _pool_manager(self, pool):
-        image = self.workload.image(pool.key[0])
+        """Little's law between the workload's bounds (``prefill``)."""
+        image = self.workload.image(pool.image)
         while True:
             now = self.env.now
             pool.arrivals = sizing.prune(pool.arrivals, now,
@@ -344,13 +475,7 @@ class Cluster:
                 else self._default_lead(image)
             target = sizing.target_size(rate, lead, self.cal.pool_margin,
                                         *pool.bounds)
-            for _ in range(target - len(pool.idle) - pool.creating):
-                pool.creating += 1
-                self.env.process(self._member(pool))
-            while len(pool.idle) > target:
-                (host, _observed, _facts, _key), ready = pool.idle.pop(0)
-                self.costs['pool_idle_vm_seconds'] += now - ready
-                host.free += 1
+            self._resize(pool, target)
             yield self.env.timeout(self.cal.pool_interval)
 
     # The run
@@ -359,24 +484,20 @@ class Cluster:
         for image in images:
             yield from self._fetch(host, image)
 
-    def _pools(self):
-        """One pool per image and boot kind; with ``prefill`` filled.
+    def _prefilled(self):
+        """One pool per key of the workload, filled to its minimum.
 
-        Without ``prefill`` a pool holds 1 to the calibration's
-        ``pool_max`` members as its manager sizes it from demand. With it,
-        the bounds are the workload's (:meth:`~mlaccel_lab.experiment.workload.
-        Workload.pool_bounds`) and each pool holds its minimum before the
-        first arrival, as the all-in-one runner fills them before a run.
+        Foresight: the keys and the bounds (:meth:`~mlaccel_lab.experiment.
+        workload.Workload.pool_bounds`, flavors not told apart) are read
+        from the workload, and the pools are full before the first arrival.
         """
         fills = []
-        for key in self.workload.pool_keys():
-            bounds = self.workload.pool_bounds(*key) if self.prefill \
-                else (1, self.cal.pool_max)
-            pool = self.pools[key] = _Pool(key, bounds)
-            if self.prefill:
-                pool.creating += bounds[0]
-                fills += [self.env.process(self._member(pool))
-                          for _ in range(bounds[0])]
+        for task in self.workload.tasks:
+            spec = self._spec(task)
+            if spec.key not in self.pools:
+                pool = self.pools[spec.key] = _Pool(
+                    spec, self.workload.pool_bounds(task.image, task.boot))
+                fills += self._resize(pool, pool.bounds[0])
         if fills:
             self.env.run(until=self.env.all_of(fills))
         for pool in self.pools.values():
@@ -389,12 +510,17 @@ class Cluster:
             for host in self.hosts:
                 self.env.process(self._prefetch(host, hot))
         if self.arm.on(arms.POOL):
-            self._pools()
+            if self.prefill:
+                self._prefilled()
+            else:
+                self.env.process(self._learner())
         # Arrivals count from here (after any pool's fill).
         tasks = [self.env.process(self._task(task, done))
                  for task in self.workload.tasks]
         self.env.run(until=self.env.all_of(tasks))
         for pool in self.pools.values():
-            for _member, ready in pool.idle:
-                self.costs['pool_idle_vm_seconds'] += self.env.now - ready
+            for member in pool.idle:
+                self._release(member)
+            self.costs['pool_member_vm_seconds'] += sum(
+                self.env.now - began for began in pool.building)
         return {'records': self.records, 'costs': dict(self.costs)}

@@ -10,13 +10,16 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Summaries, reductions with bootstrap confidence intervals, contributions.
+"""Summaries, reductions and seconds saved with confidence intervals.
 
-Reductions compare medians: ``100 × (1 − median(arm) / median(stock))``.
-Their 95 % confidence interval is a paired percentile bootstrap over the
-tasks both arms ran (the same workload task in the same repetition), so
-that the tasks' own spread (small and large images, 1 to 4 VMs) is not
-taken for noise.
+Reductions compare medians: ``100 × (1 − median(arm) / median(stock))``;
+seconds saved are the mean over tasks of ``stock − arm``. Both pair the
+tasks the two arms ran (the same workload task in the same repetition),
+so that the tasks' own spread (small and large images, 1 to 4 VMs) is not
+taken for noise. Their 95 % confidence interval is a percentile cluster
+bootstrap by run: each draw takes repetitions with replacement, and every
+pair of a drawn repetition as many times as it was drawn, because tasks
+of one run share its state (caches, pools, load) and are not independent.
 """
 
 import numpy
@@ -42,12 +45,16 @@ def summary(values):
 
 
 def paired(base_rows, rows, field):
-    """Two aligned arrays of ``field`` over the keys both sets have."""
+    """``(base, other, runs)``: ``field`` over the keys both sets have.
+
+    Three aligned arrays; ``runs`` holds each pair's repetition.
+    """
     base = {row['key']: row[field] for row in base_rows}
     other = {row['key']: row[field] for row in rows}
     keys = sorted(set(base) & set(other))
     return (numpy.array([base[k] for k in keys], dtype=float),
-            numpy.array([other[k] for k in keys], dtype=float))
+            numpy.array([other[k] for k in keys], dtype=float),
+            numpy.array([k[0] for k in keys]))
 
 
 def reduction_pct(base, other):
@@ -55,52 +62,124 @@ def reduction_pct(base, other):
     return 100.0 * (1.0 - numpy.median(other) / numpy.median(base))
 
 
-def bootstrap_reduction(base, other, samples=BOOTSTRAP_SAMPLES, seed=0):
-    """``(reduction, low, high)``: paired percentile bootstrap CI.
+def _weights(runs, samples, rng):
+    """Batches of draws: per draw (row), how often each pair is taken.
 
-    ``base[i]`` and ``other[i]`` are the same task under the two arms.
+    A pair is taken as often as its run was drawn: whole runs or nothing.
     """
-    base = numpy.asarray(base, dtype=float)
-    other = numpy.asarray(other, dtype=float)
-    if base.shape != other.shape or not base.size:
-        raise ValueError('need two non-empty arrays of the same length')
-    rng = numpy.random.default_rng(seed)
-    draws = []
-    batch = max(1, _BATCH_VALUES // base.size)
+    labels, index = numpy.unique(runs, return_inverse=True)
+    uniform = numpy.full(labels.size, 1.0 / labels.size)
+    batch = max(1, _BATCH_VALUES // index.size)
     for start in range(0, samples, batch):
-        picks = rng.integers(0, base.size,
-                             size=(min(batch, samples - start), base.size))
-        with numpy.errstate(divide='ignore', invalid='ignore'):
-            draws.append(100.0 * (1.0 - numpy.median(other[picks], axis=1)
-                                  / numpy.median(base[picks], axis=1)))
-    draws = numpy.concatenate(draws)
+        counts = rng.multinomial(labels.size, uniform,
+                                 size=min(batch, samples - start))
+        yield counts[:, index]
+
+
+def cluster_bootstrap(statistic, runs, samples=BOOTSTRAP_SAMPLES, seed=0):
+    """``(low, high)``: percentile interval of ``statistic`` over draws.
+
+    :param statistic: maps a ``(draws, pairs)`` array of weights (see
+        :func:`_weights`) to the statistic of each draw.
+    :param runs: each pair's run; every pair its own run gives the plain
+        (row) bootstrap.
+    """
+    rng = numpy.random.default_rng(seed)
+    with numpy.errstate(divide='ignore', invalid='ignore'):
+        draws = numpy.concatenate([statistic(w) for w in
+                                   _weights(runs, samples, rng)])
     draws = draws[numpy.isfinite(draws)]
     tail = 100.0 * (1.0 - CONFIDENCE) / 2.0
     low, high = numpy.percentile(draws, [tail, 100.0 - tail])
-    return float(reduction_pct(base, other)), float(low), float(high)
+    return float(low), float(high)
+
+
+def weighted_medians(values, weights):
+    """Per row of ``weights``: the median of the weighted ``values``.
+
+    As :func:`numpy.median` of each value repeated as often as its weight.
+    """
+    order = numpy.argsort(values)
+    values = numpy.asarray(values)[order]
+    taken = numpy.cumsum(weights[:, order], axis=1)
+    total = taken[:, -1:]
+    # The value at position p of the repeated, sorted values is the first
+    # whose running count exceeds p.
+    low = (taken <= (total - 1) // 2).sum(axis=1)
+    high = (taken <= total // 2).sum(axis=1)
+    return (values[low] + values[high]) / 2.0
+
+
+def _checked(base, other, runs):
+    base = numpy.asarray(base, dtype=float)
+    other = numpy.asarray(other, dtype=float)
+    runs = numpy.arange(base.size) if runs is None else numpy.asarray(runs)
+    if not base.size or not base.shape == other.shape == runs.shape:
+        raise ValueError('need non-empty arrays of the same length')
+    return base, other, runs
+
+
+def bootstrap_reduction(base, other, runs=None, samples=BOOTSTRAP_SAMPLES,
+                        seed=0):
+    """``(reduction, low, high)``: :func:`reduction_pct`, cluster bootstrap.
+
+    ``base[i]`` and ``other[i]`` are the same task under the two arms, in
+    run ``runs[i]`` (each pair its own run if ``None``).
+    """
+    base, other, runs = _checked(base, other, runs)
+
+    def statistic(weights):
+        return 100.0 * (1.0 - weighted_medians(other, weights)
+                        / weighted_medians(base, weights))
+
+    return (float(reduction_pct(base, other)),
+            *cluster_bootstrap(statistic, runs, samples, seed))
+
+
+def bootstrap_saved(base, other, runs=None, samples=BOOTSTRAP_SAMPLES,
+                    seed=0):
+    """``(mean, low, high)`` of ``base − other``, cluster bootstrap."""
+    base, other, runs = _checked(base, other, runs)
+    saved = base - other
+    return (float(saved.mean()),
+            *cluster_bootstrap(lambda w: w @ saved / w.sum(axis=1), runs,
+                               samples, seed))
 
 
 def arm_table(results, arm):
-    """Per stage, overhead and total: the :func:`summary` of ``arm``."""
+    """Per :data:`~results.ROW_FIELDS`: the :func:`summary` of ``arm``."""
     rows = results_mod.task_rows(results, arm)
     return {field: summary(row[field] for row in rows)
-            for field in results_mod.STAGES + ('overhead', 'total')}
+            for field in results_mod.ROW_FIELDS}
+
+
+def _against(results, base, field, estimate, seed):
+    """``{arm: estimate(base, other, runs, seed=seed)}`` on ``field``.
+
+    ``None`` for an arm without a task paired with ``base``'s.
+    """
+    base_rows = results_mod.task_rows(results, base)
+    out = {}
+    for arm in results_mod.arm_names(results):
+        if arm != base:
+            pairs = paired(base_rows, results_mod.task_rows(results, arm),
+                           field)
+            out[arm] = estimate(*pairs, seed=seed) if pairs[0].size \
+                else None
+    return out
 
 
 def reductions(results, base='stock', seed=0):
     """``{arm: {'total': (r, lo, hi), 'overhead': (r, lo, hi)}}``."""
-    base_rows = results_mod.task_rows(results, base)
-    out = {}
-    for arm in results_mod.arm_names(results):
-        if arm == base:
-            continue
-        rows = results_mod.task_rows(results, arm)
-        out[arm] = {}
-        for field in ('total', 'overhead'):
-            b, o = paired(base_rows, rows, field)
-            out[arm][field] = bootstrap_reduction(b, o, seed=seed) \
-                if b.size else None
-    return out
+    found = {field: _against(results, base, field, bootstrap_reduction, seed)
+             for field in ('total', 'overhead')}
+    return {arm: {field: found[field][arm] for field in found}
+            for arm in found['total']}
+
+
+def saved_seconds(results, base='stock', seed=0):
+    """``{arm: (mean, lo, hi)}``: overhead seconds saved per task."""
+    return _against(results, base, 'overhead', bootstrap_saved, seed)
 
 
 def running_share_pct(results, base='stock'):

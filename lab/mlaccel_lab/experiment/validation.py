@@ -25,6 +25,7 @@ import dataclasses
 
 from mlaccel_lab.experiment import arms as arms_mod
 from mlaccel_lab.experiment import calibration as calibration_mod
+from mlaccel_lab.experiment import report
 from mlaccel_lab.experiment import results as results_mod
 from mlaccel_lab.experiment import runner
 from mlaccel_lab.experiment import simrunner
@@ -32,6 +33,10 @@ from mlaccel_lab.experiment import stats
 from mlaccel_lab.experiment import workload as workload_mod
 
 TOLERANCE = 0.15
+#: Percentage points a simulated hit rate may be off the measured one.
+HIT_TOLERANCE = 15.0
+HIT_RATE = 'hit rate %'
+MEDIAN = 'median overhead'
 JUDGED_SHARE = 0.10
 SIMULATED_REPETITIONS = 20
 FIELDS = results_mod.STAGES + ('total',)
@@ -46,10 +51,28 @@ class Cell:
     judged: bool
 
     @property
+    def points(self):
+        """Whether the error is in percentage points (a hit rate)."""
+        return self.field == HIT_RATE
+
+    @property
     def error(self):
+        """Relative error, or for a hit rate the difference in points."""
+        if self.points:
+            return self.simulated - self.measured
         if not self.measured:
             return None
         return (self.simulated - self.measured) / self.measured
+
+    def within(self, tolerance):
+        return abs(self.error) <= (HIT_TOLERANCE if self.points
+                                   else tolerance)
+
+    def format_error(self):
+        if self.error is None:
+            return '-'
+        return ('%+.1f pt' if self.points else '%+.1f%%') % (
+            self.error if self.points else 100 * self.error)
 
 
 @dataclasses.dataclass
@@ -66,31 +89,31 @@ class Validation:
     @property
     def passed(self):
         return bool(self.judged) and all(
-            abs(cell.error) <= self.tolerance for cell in self.judged)
+            cell.within(self.tolerance) for cell in self.judged)
 
     @property
     def worst(self):
-        """The judged cell with the largest relative error."""
-        return max(self.judged, key=lambda cell: abs(cell.error),
-                   default=None)
+        """The judged cell with the largest error for its tolerance."""
+        return max(self.judged, key=lambda cell: abs(cell.error) / (
+            HIT_TOLERANCE if cell.points else self.tolerance), default=None)
 
     def format(self):
-        lines = ['%-20s %-11s %10s %10s %8s' % (
-            'arm', 'mean of', 'measured', 'simulated', 'error')]
+        lines = ['%-20s %-16s %10s %10s %9s' % (
+            'arm', 'of', 'measured', 'simulated', 'error')]
         for cell in self.cells:
-            error = cell.error
-            lines.append('%-20s %-11s %10.2f %10.2f %8s%s' % (
-                cell.arm, cell.field, cell.measured, cell.simulated,
-                '-' if error is None else '%+.1f%%' % (100 * error),
+            lines.append('%-20s %-16s %10.2f %10.2f %9s%s' % (
+                cell.arm, cell.field if cell.field in (MEDIAN, HIT_RATE)
+                else 'mean ' + cell.field, cell.measured, cell.simulated,
+                cell.format_error(),
                 '' if cell.judged else '  (not judged)'))
         worst = self.worst
-        lines.append('validation %s: %d judged cells, worst %s within '
-                     '%.0f %%' % (
+        lines.append('validation %s: %d judged cells, worst %s; tolerance '
+                     '%.0f %% (hit rates %.0f points)' % (
                          'PASSED' if self.passed else 'FAILED',
                          len(self.judged),
-                         '-' if worst is None else '%s %s %+.1f %%' % (
-                             worst.arm, worst.field, 100 * worst.error),
-                         100 * self.tolerance))
+                         '-' if worst is None else '%s %s %s' % (
+                             worst.arm, worst.field, worst.format_error()),
+                         100 * self.tolerance, HIT_TOLERANCE))
         return '\n'.join(lines) + '\n'
 
 
@@ -108,9 +131,17 @@ def compare(measured, simulated, tolerance=TOLERANCE):
             continue
         for field in FIELDS:
             value = ours[field]['mean']
-            cells.append(Cell(arm, field, value, theirs[field]['mean'],
+            cells.append(Cell(arm, field, value,
+                              theirs[field]['mean'],
                               value > 0 and (field == 'total' or
                                              value >= JUDGED_SHARE * total)))
+        cells.append(Cell(arm, MEDIAN, ours['overhead']['p50'],
+                          theirs['overhead']['p50'],
+                          ours['overhead']['p50'] > 0))
+        if arms_mod.POOL in results_mod.mechanisms(measured)[arm]:
+            cells.append(Cell(arm, HIT_RATE,
+                              report.hit_rate_pct(measured, arm),
+                              report.hit_rate_pct(simulated, arm), True))
     return Validation(cells, tolerance)
 
 

@@ -14,9 +14,17 @@
 
 A workload file (:data:`DEFAULT`, shipped in this package, or any file
 given with ``--workload``) says what the workload looks like: its images
-and their sizes, how many tasks, how many VMs a task takes, the share that
-boot from a volume, the span of the arrivals and their bursts, and the
-task each VM runs (schema: :data:`mlaccel_lab.experiment.schema.WORKLOAD`).
+and their sizes, the task each VM runs, and the tasks' arrivals, in one of
+two forms (schema: :data:`mlaccel_lab.experiment.schema.WORKLOAD`):
+
+- ``stream``: an open-loop stream shaped like a real ML cluster's, drawn
+  from the figures of a public trace (:mod:`mlaccel_lab.experiment.trace`)
+  or replayed from a file of the trace's columns (``--trace FILE``): its
+  arrivals, bursts, VMs and task lifetimes; the images drawn by a Zipf
+  popularity model; time-scaled by the stated ``time_scale``.
+- ``tasks`` and ``arrivals``: a fixed mix of a stated count of tasks over
+  a stated span (the simulator's production workload).
+
 :func:`generate` draws the tasks from that shape with a seed: the file's
 own, or another one for a different workload of the same shape.
 """
@@ -26,6 +34,7 @@ import os
 import random
 
 from mlaccel_lab.experiment import schema
+from mlaccel_lab.experiment import trace as trace_mod
 
 DEFAULT = os.path.join(os.path.dirname(__file__), 'data', 'workload.yaml')
 PRODUCTION = os.path.join(os.path.dirname(__file__), 'data',
@@ -35,6 +44,8 @@ IMAGE = 'image'
 VOLUME = 'volume'
 #: Most steps a task of a warm-up run takes (:meth:`Workload.warmup`).
 WARMUP_STEPS = 20
+#: The most days of the trace's figures a stream is drawn from.
+MAX_STREAM_DAYS = 64
 #: Seconds within which a pool's requests count as one peak
 #: (:meth:`Workload.pool_bounds`).
 PEAK_WINDOW = 10.0
@@ -56,6 +67,10 @@ class Task:
         (boot from a volume made from the image).
     :ivar device_ms: the accelerator wait of each step (``--device-ms`` of
         :mod:`mlaccel.tasks.clip`).
+    :ivar lifetime: seconds the task ran in the trace it was drawn from
+        (``None`` for a task of a fixed mix): the running time a real task
+        of its kind has, which the report sets beside the measured
+        overheads.
     """
 
     index: int
@@ -65,6 +80,7 @@ class Task:
     boot: str
     steps: int
     device_ms: float = 0.0
+    lifetime: float = None
 
     def args(self):
         """The example task's arguments for this task, in either arm."""
@@ -146,6 +162,14 @@ def check_shape(shape, name):
     if len(set(names)) != len(names):
         raise schema.InvalidFile('%s: images: names must be unique, got %s'
                                  % (name, ', '.join(names)))
+    forms = ('stream' in shape, 'tasks' in shape and 'arrivals' in shape)
+    if forms[0] == forms[1] or (forms[0] and ('tasks' in shape
+                                              or 'arrivals' in shape)):
+        raise schema.InvalidFile(
+            '%s: (top level): give either a stream, or tasks and arrivals, '
+            'not both' % name)
+    if forms[0]:
+        return shape
     vms = shape['tasks']['vms']
     if vms['min'] > vms['max']:
         raise schema.InvalidFile('%s: tasks/vms: min %d is above max %d'
@@ -214,22 +238,13 @@ def _vm_counts(bounds, count, rng):
     return counts
 
 
-def generate(shape, seed=None):
-    """Draw the :class:`Workload` of ``shape`` with ``seed``.
+def _images(shape):
+    return tuple(Image(i['name'], i['size_mib'] * MIB, i.get('hot', False))
+                 for i in shape['images'])
 
-    The same shape and seed always give the same tasks; ``seed=None``
-    takes the shape's own. The shape fixes the mix: how many tasks use
-    each image (in proportion to the images' ``weight``, equal by
-    default), how many boot from a volume (``boot_from_volume``), and the
-    VM counts (spread evenly between the bounds). The seed draws which
-    task gets which, and the arrival times. Stratified this way, two seeds
-    give workloads of the same size and mix that differ in order and
-    timing, not in how much there is to do.
-    """
-    seed = shape['seed'] if seed is None else seed
-    rng = random.Random(seed)
-    images = tuple(Image(i['name'], i['size_mib'] * MIB, i.get('hot', False))
-                   for i in shape['images'])
+
+def _fixed_mix(shape, images, rng):
+    """The tasks of a ``tasks``/``arrivals`` shape (see :func:`generate`)."""
     count = shape['tasks']['count']
     names = _mix([i.name for i in images],
                  [i.get('weight', 1.0) for i in shape['images']], count, rng)
@@ -238,13 +253,89 @@ def generate(shape, seed=None):
                  count, rng)
     vms = _vm_counts(shape['tasks']['vms'], count, rng)
     task = shape['task']
-    tasks = tuple(
+    return tuple(
         Task(index, at, names[index], vms[index], boots[index],
              task['steps'], task.get('device_ms', 0.0))
         for index, at in enumerate(_arrivals(shape, rng)))
+
+
+def popularity(shape):
+    """``{image name: share}``: Zipf over the images in their file order."""
+    names = [i['name'] for i in shape['images']]
+    shares = trace_mod.zipf_images(len(names),
+                                   shape['stream'].get('zipf_exponent', 1.0))
+    return dict(zip(names, shares.values()))
+
+
+def _stream(shape, rng, seed, rows=None):
+    """The tasks of a ``stream`` shape (see :func:`generate`).
+
+    ``count`` consecutive tasks of the days drawn from the trace's figures
+    (as many days as that takes) or of ``rows`` (a trace file's), from a
+    place the seed draws, their arrivals from the first one's multiplied
+    by ``time_scale``.
+    """
+    stream = shape['stream']
+    count = stream['tasks']
+    shares = popularity(shape)
+    if rows is not None:
+        drawn = trace_mod.from_trace(rows, seed, shares)
+    else:
+        figures, days = trace_mod.load(), 1
+        drawn = trace_mod.draw(figures, days, seed, shares)
+        while len(drawn) < count and days < MAX_STREAM_DAYS:
+            days *= 2
+            drawn = trace_mod.draw(figures, days, seed, shares)
+    if len(drawn) < count:
+        raise ValueError('the trace gives %d tasks, fewer than the %d the '
+                         'stream asks for' % (len(drawn), count))
+    start = rng.randrange(len(drawn) - count + 1)
+    drawn = drawn[start:start + count]
+    first = drawn[0].arrival
+    task = shape['task']
+    volume_share = stream.get('boot_from_volume', 0.0)
+    return tuple(
+        Task(index, round((t.arrival - first) * stream['time_scale'], 3),
+             t.image, min(t.vms, stream['max_vms']),
+             VOLUME if rng.random() < volume_share else IMAGE,
+             task['steps'], task.get('device_ms', 0.0), t.lifetime)
+        for index, t in enumerate(drawn))
+
+
+def generate(shape, seed=None, trace_rows=None):
+    """Draw the :class:`Workload` of ``shape`` with ``seed``.
+
+    The same shape and seed always give the same tasks; ``seed=None``
+    takes the shape's own.
+
+    A ``stream`` shape: the seed draws a day of the trace's figures (or
+    picks the images of ``trace_rows``, a trace file's rows) and the place
+    in it the stream starts, and each task's boot kind.
+
+    A fixed mix: the shape fixes how many tasks use each image (in
+    proportion to the images' ``weight``, equal by default), how many boot
+    from a volume (``boot_from_volume``), and the VM counts (spread evenly
+    between the bounds); the seed draws which task gets which, and the
+    arrival times. Stratified this way, two seeds give workloads of the
+    same size and mix that differ in order and timing, not in how much
+    there is to do.
+    """
+    seed = shape['seed'] if seed is None else seed
+    rng = random.Random(seed)
+    images = _images(shape)
+    if 'stream' in shape:
+        tasks = _stream(shape, rng, seed, trace_rows)
+    elif trace_rows is not None:
+        raise ValueError('a trace file needs a workload with a stream')
+    else:
+        tasks = _fixed_mix(shape, images, rng)
     return Workload(shape, seed, images, tasks)
 
 
-def load(path=None, seed=None):
-    """:func:`generate` from the shape in ``path`` (default: shipped)."""
-    return generate(load_shape(path), seed)
+def load(path=None, seed=None, trace_path=None):
+    """:func:`generate` from the shape in ``path`` (default: shipped).
+
+    :param trace_path: a file of the trace's columns to replay.
+    """
+    rows = trace_mod.read_rows(trace_path) if trace_path else None
+    return generate(load_shape(path), seed, rows)

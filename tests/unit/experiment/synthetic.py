@@ -49,6 +49,24 @@ class _Runner:
 STEPS = 10000
 
 
+def fixed_shape():
+    """A fixed-mix workload shape (tasks and arrivals, not a stream)."""
+    return workload_mod.check_shape({
+        'version': 1, 'seed': 42,
+        'images': [{'name': 'small', 'size_mib': 256, 'hot': True},
+                   {'name': 'medium', 'size_mib': 1024},
+                   {'name': 'large', 'size_mib': 2048}],
+        'tasks': {'count': 4, 'vms': {'min': 1, 'max': 4},
+                  'boot_from_volume': 0.75},
+        'arrivals': {'duration': 30, 'bursts': [{'size': 2, 'spread': 2}]},
+        'task': {'entry': 'clip', 'steps': 540, 'device_ms': 50,
+                 'threads': 1}}, 'fixed mix')
+
+
+def fixed_workload(seed=None):
+    return workload_mod.generate(fixed_shape(), seed)
+
+
 def spaced_workload(seed=None, spacing=SPACING):
     """Tasks of the default workload's images, ``spacing`` seconds apart.
 
@@ -56,7 +74,7 @@ def spaced_workload(seed=None, spacing=SPACING):
     that build and bandwidth are identifiable), each of :data:`STEPS`
     steps: the model's own, not the shipped file's.
     """
-    shape = workload_mod.load_shape()
+    shape = fixed_shape()
     shape = dict(shape, tasks=dict(shape['tasks'], count=6,
                                    boot_from_volume=0.5),
                  task=dict(shape['task'], steps=STEPS))

@@ -21,8 +21,14 @@ class TestArms(testcase.TestCase):
 
     def test_ablations_turn_each_mechanism_on_alone_and_off_alone(self):
         found = {arm.name: arm for arm in arms.ablation_arms()}
-        self.assertEqual(2 + 2 * len(arms.MECHANISMS), len(found))
+        # The main arms (stock, tuned stock, without pools, mlaccel), each
+        # mechanism alone, and each of the others left out.
+        self.assertEqual(3 + 2 * len(arms.MECHANISMS), len(found))
         self.assertEqual(frozenset(), found['stock'].mechanisms)
+        self.assertEqual(frozenset(), found['stock'].tunings)
+        self.assertEqual(frozenset(), found['tuned-stock'].mechanisms)
+        self.assertTrue(found['tuned-stock'].tuned(
+            arms.CINDER_IMAGE_CACHE))
         self.assertEqual(frozenset(arms.MECHANISMS),
                          found['mlaccel'].mechanisms)
         for mechanism in arms.MECHANISMS:
@@ -39,8 +45,15 @@ class TestArms(testcase.TestCase):
         self.assertIn('only-gpu', str(error))
 
     def test_round_trip(self):
-        arm = arms.without(arms.MIRROR)
-        self.assertEqual(arm, arms.Arm.from_dict(arm.to_dict()))
+        for arm in (arms.without(arms.MIRROR), arms.TUNED_STOCK):
+            self.assertEqual(arm, arms.Arm.from_dict(arm.to_dict()))
+        # Results written before arms had tunings still load.
+        self.assertEqual(arms.STOCK, arms.Arm.from_dict(
+            {'name': 'stock', 'mechanisms': []}))
+
+    def test_main_arms_set_the_papers_mechanisms_beside_mlaccel(self):
+        self.assertEqual(['stock', 'tuned-stock', 'without-pool', 'mlaccel'],
+                         [arm.name for arm in arms.main_arms()])
 
 
 class TestProtocol(testcase.TestCase):

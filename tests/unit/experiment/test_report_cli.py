@@ -31,9 +31,11 @@ from mlaccel_lab.experiment import workload
 from tests import testcase
 from tests.unit.experiment import synthetic
 
-RESULT = re.compile(r'^RESULT total_reduction_pct=(\S+) '
-                    r'overhead_reduction_pct=(\S+) running_share_pct=(\S+) '
-                    r'sim_total_reduction_pct_1k=(\S+)$')
+RESULT = re.compile(r'^RESULT overhead_reduction_pct=(\S+) '
+                    r'saved_s_per_task=(\S+) hit_rate_pct=(\S+) '
+                    r'idle_vm_s_per_saved_s=(\S+) '
+                    r'total_reduction_pct_at_trace_lengths=(\S+) '
+                    r'sim_overhead_reduction_pct_1k=(\S+)$')
 
 
 def _main(argv):
@@ -48,28 +50,48 @@ class TestReport(testcase.TestCase):
     def test_result_line(self):
         measured = {'reductions': {'mlaccel': {
             'total': (31.25, 20.0, 40.0), 'overhead': (80.0, 70.0, 90.0)}},
-            'running_share_pct': 55.55}
+            'saved_s_per_task': {'mlaccel': (25.04, 20.0, 30.0)},
+            'hit_rate_pct': {'mlaccel': 41.66}, 'member_s_per_saved_s': 1.234,
+            'at_trace_lengths': {'mlaccel': 4.44}}
         at_scale = {'reductions': {'mlaccel': {
-            'total': (25.04, 24.0, 26.0), 'overhead': None}}}
+            'total': (25.04, 24.0, 26.0), 'overhead': (60.0, 59.0, 61.0)}}}
         self.assertEqual(
-            'RESULT total_reduction_pct=31.2 overhead_reduction_pct=80.0 '
-            'running_share_pct=55.5 sim_total_reduction_pct_1k=25.0',
+            'RESULT overhead_reduction_pct=80.0 saved_s_per_task=25.0 '
+            'hit_rate_pct=41.7 idle_vm_s_per_saved_s=1.23 '
+            'total_reduction_pct_at_trace_lengths=4.4 '
+            'sim_overhead_reduction_pct_1k=60.0',
             report.result_line(measured, at_scale))
         self.assertEqual(
-            'RESULT total_reduction_pct=nan overhead_reduction_pct=nan '
-            'running_share_pct=nan sim_total_reduction_pct_1k=nan',
-            report.result_line())
+            'RESULT overhead_reduction_pct=nan saved_s_per_task=nan '
+            'hit_rate_pct=nan idle_vm_s_per_saved_s=nan '
+            'total_reduction_pct_at_trace_lengths=nan '
+            'sim_overhead_reduction_pct_1k=nan', report.result_line())
 
-    def test_summary_text_states_the_precondition(self):
+    def test_summary_holds_for_any_task_length(self):
         results = synthetic.results()
         summary = report.summarize(results)
         text = report.format_summary(summary, 'synthetic')
-        self.assertIn('PRECONDITION running share of the stock total', text)
-        self.assertIn(': ok', text)
-        results['workload']['shape']['task']['min_running_share'] = 0.9
-        text = report.format_summary(report.summarize(results), 'synthetic')
-        self.assertIn('NOT MET', text)
+        self.assertNotIn('running share', text)
+        self.assertIn('saved s/task', text)
+        self.assertIn('cluster bootstrap', text)
+        for arm, found in summary['at_lengths'].items():
+            # The longer the training, the smaller the share saved (or
+            # lost).
+            shares = [abs(found[length]) for length in report.LENGTHS]
+            self.assertEqual(sorted(shares, reverse=True), shares, arm)
         json.dumps(summary)
+
+    def test_total_at_a_length_is_the_seconds_saved_over_stock_total(self):
+        results = synthetic.results()
+        rows = {r['key']: r for r in results_mod.task_rows(results, 'stock')}
+        arm = 'without-pool'
+        other = {r['key']: r for r in results_mod.task_rows(results, arm)}
+        keys = sorted(set(rows) & set(other))
+        stock = sum(rows[k]['overhead'] for k in keys) / len(keys)
+        saved = sum(rows[k]['overhead'] - other[k]['overhead']
+                    for k in keys) / len(keys)
+        found = report.at_lengths(results, arm, lengths=(100.0,))
+        self.assertAlmostEqual(100.0 * saved / (stock + 100.0), found[100.0])
 
     def test_charts_are_pngs(self):
         results = synthetic.results()
@@ -95,16 +117,10 @@ class TestCommandLine(testcase.TestCase):
     def test_workload(self):
         status, out, _err = _main(['workload', '--seed', '3'])
         self.assertEqual(0, status)
-        count = workload.load_shape()['tasks']['count']
+        count = workload.load_shape()['stream']['tasks']
         self.assertTrue(out.startswith('seed 3: %d tasks' % count), out)
-        status, out, _err = _main(['workload', '--seed', '3',
-                                   '--calibration', self.measured])
-        self.assertEqual(0, status)
-        self.assertRegex(out.splitlines()[-1],
-                         r'^simulated stock overhead [0-9.]+ s a task; '
-                         r'running share [0-9.]+ %% with %d steps; '
-                         % workload.load_shape()['task']['steps'] +
-                         r'[0-9]+ steps for 50 %$')
+        self.assertIn('open-loop stream', out.splitlines()[0])
+        self.assertIn('in the trace', out)
 
     def test_a_bad_workload_is_one_line_and_status_2(self):
         path = os.path.join(self.directory, 'bad.yaml')
@@ -119,24 +135,31 @@ class TestCommandLine(testcase.TestCase):
         output = os.path.join(self.directory, 'sim')
         status, out, _err = _main([
             'simulate', '--calibration', self.measured, '--hosts', '20',
-            '--tasks', '40', '--output', output, '--no-progress'])
+            '--tasks', '40', '--output', output, '--no-progress',
+            '--records'])
         self.assertEqual(0, status)
         self.assertIn('validation PASSED', out)
         self.assertIn('Simulated at 20 hosts, 40 tasks', out)
         found = RESULT.match(out.splitlines()[-1])
         self.assertIsNotNone(found, out.splitlines()[-1])
+        # The synthetic results have no mlaccel arm; at scale it runs.
         self.assertEqual('nan', found.group(1))
-        self.assertNotEqual('nan', found.group(3))
-        self.assertNotEqual('nan', found.group(4))
-        for name in ('calibration.json', 'own-size.json', 'at-scale.json',
+        self.assertNotEqual('nan', found.group(6))
+        for name in ('calibration.json', 'own-size.json',
+                     'at-scale-distributions.json', 'at-scale-records.jsonl.gz',
                      'at-scale-summary.json', 'at-scale-stages.png',
                      'at-scale-first-step.png'):
             self.assertTrue(os.path.exists(os.path.join(output, name)), name)
-        at_scale = results_mod.load(os.path.join(output, 'at-scale.json'))
-        self.assertFalse(at_scale['measured'])
+        self.assertIn('Assumptions at scale', out)
+        self.assertIn('Sensitivity at scale (SIMULATED', out)
+        records = os.path.join(output, 'at-scale-records.jsonl.gz')
+        status, again, _err = _main(['report', self.measured,
+                                     '--at-scale', records])
+        self.assertEqual(0, status)
+        self.assertEqual(out.splitlines()[-1], again.splitlines()[-1])
 
     def _workload(self, name, **task):
-        shape = workload.load_shape()
+        shape = synthetic.fixed_shape()
         shape['task'].update(task)
         path = os.path.join(self.directory, name)
         with open(path, 'w') as stream:
@@ -152,23 +175,14 @@ class TestCommandLine(testcase.TestCase):
         self.assertEqual(0, status)
         self.assertIn('SIMULATED: not measured', out)
         found = RESULT.match(out.splitlines()[-1])
+        self.assertIsNotNone(found, out.splitlines()[-1])
         self.assertNotEqual('nan', found.group(1))
-        self.assertEqual('nan', found.group(4))
+        self.assertEqual('nan', found.group(6))
         written = os.path.join(output, 'results.json')
         self.assertEqual(4, results_mod.load(written)['workload']['seed'])
         status, again, _err = _main(['report', written])
         self.assertEqual(0, status)
         self.assertEqual(out.splitlines()[-1], again.splitlines()[-1])
-
-    def test_an_unmet_precondition_is_exit_status_1(self):
-        path = self._workload('short.yaml', min_running_share=0.99)
-        status, out, _err = _main([
-            'run', 'sim', '--calibration', self.measured, '--workload', path,
-            '--output', os.path.join(self.directory, 'short'),
-            '--no-simulate', '--no-progress'])
-        self.assertEqual(1, status)
-        self.assertIn('>= 99 %: NOT MET', out)
-        self.assertTrue(out.splitlines()[-1].startswith('RESULT '))
 
 
 class _CloudDown(runner_mod.Runner):

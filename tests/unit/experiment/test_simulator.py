@@ -13,6 +13,7 @@
 """The simulator's mechanisms, on workloads small enough to reason about."""
 
 import dataclasses
+from unittest import mock
 
 import jsonschema
 
@@ -22,10 +23,9 @@ from mlaccel_lab.experiment import results
 from mlaccel_lab.experiment import runner
 from mlaccel_lab.experiment import simrunner
 from mlaccel_lab.experiment import simulator
-from mlaccel_lab.experiment import stats
-from mlaccel_lab.experiment import steps
 from mlaccel_lab.experiment import workload as wl
 from tests import testcase
+from tests.unit.experiment import synthetic
 
 MIB = wl.MIB
 SIZE = 500 * MIB
@@ -130,23 +130,26 @@ class TestBuffering(testcase.TestCase):
             'running'])
 
     def test_a_pooled_vm_starts_at_its_claim(self):
-        made = make([(300, 'img', 2, wl.IMAGE)])
+        # The first ask of a key misses and teaches the manager the key.
+        made = make([(0, 'img', 1, wl.IMAGE), (300, 'img', 2, wl.IMAGE)])
         records, costs = run(arms.only(arms.POOL), made)
-        pooled = [v for v in records[0]['vms'] if v['pool']]
-        fresh = [v for v in records[0]['vms'] if not v['pool']]
+        self.assertFalse(records[0]['vms'][0]['pool'])
+        pooled = [v for v in records[1]['vms'] if v['pool']]
         self.assertEqual(1, len(pooled))
-        self.assertEqual(1, len(fresh))
         durations = pooled[0]['timeline']['durations']
         self.assertEqual(0.0, durations['scheduling'])
         self.assertEqual(0.0, durations['creation'])
         self.assertAlmostEqual(0.25, durations['buffering'])
         self.assertEqual('img/image', pooled[0]['pool'])
-        self.assertGreater(costs['pool_idle_vm_seconds'], 250.0)
+        self.assertGreater(costs['pool_idle_vm_seconds'], 200.0)
+        # Its build, boot and preload too.
+        self.assertGreater(costs['pool_member_vm_seconds'],
+                           costs['pool_idle_vm_seconds'] + 5.0)
 
     def test_prefilled_pools_serve_a_burst_from_its_first_vm(self):
         # Two tasks at once ask for 5 volume-backed VMs; an image-backed
         # task later for 1. Prefilled to the workload's peaks, every VM
-        # comes from a pool; filled from demand alone, the burst's do not.
+        # comes from a pool; learned from demand alone, the burst's do not.
         made = make([(0.0, 'img', 2, wl.VOLUME), (1.0, 'img', 3, wl.VOLUME),
                      (60.0, 'other', 1, wl.IMAGE)])
         records, costs = run(arms.only(arms.POOL), made, prefill=True)
@@ -155,23 +158,89 @@ class TestBuffering(testcase.TestCase):
                          {v['pool'] for r in records for v in r['vms']})
         self.assertGreater(costs['pool_idle_vm_seconds'], 0.0)
         records, _ = run(arms.only(arms.POOL), made)
-        self.assertFalse(all(v['pool'] for r in records[:2]
-                             for v in r['vms']))
+        self.assertFalse(any(v['pool'] for r in records for v in r['vms']))
 
-    def test_pools_grow_with_demand_up_to_their_bound(self):
-        made = make([(10.0 * i, 'img', 2, wl.IMAGE) for i in range(40)])
-        pooled = {}
-        for bound in (1, 8):
-            records, _ = run(arms.only(arms.POOL), made, calib(pool_max=bound))
-            pooled[bound] = sum(bool(v['pool']) for r in records
-                                for v in r['vms'])
+
+class TestLearnedPools(testcase.TestCase):
+
+    def test_pools_are_made_only_for_keys_asked_for_before(self):
+        # 'other' is asked for from t=600 only: no pool of it may exist
+        # before, nor may the tasks before t=600 fare differently from
+        # those of a workload without the later ones.
+        early = [(30.0 * i, 'img', 1, wl.IMAGE) for i in range(20)]
+        late = [(600.0 + i, 'other', 2, wl.IMAGE) for i in range(6)]
+        made_at = {}
+        cluster = simulator.Cluster(calib(), arms.only(arms.POOL),
+                                    make(early + late))
+        real = simulator._Pool
+
+        def spy(spec, bounds=None):
+            made_at.setdefault(spec.image_id, cluster.env.now)
+            return real(spec, bounds)
+
+        with mock.patch.object(simulator, '_Pool', spy):
+            out = cluster.run()
+        self.assertLess(made_at['img'], 600.0)
+        self.assertGreater(made_at.get('other', float('inf')), 600.0)
+        alone, _ = run(arms.only(arms.POOL), make(early))
+        both = sorted(out['records'], key=lambda r: r['experiment_task'])
+        self.assertEqual([r['vms'] for r in alone],
+                         [r['vms'] for r in both[:len(early)]])
+        self.assertTrue(any(v['pool'] for r in alone for v in r['vms']))
+
+    def test_foresight_changes_the_early_tasks(self):
+        # The check above would catch prefill's foresight.
+        early = [(0.0, 'img', 1, wl.IMAGE)]
+        late = [(600.0 + i, 'img', 2, wl.IMAGE) for i in range(6)]
+        alone, _ = run(arms.only(arms.POOL), make(early), prefill=True)
+        both, _ = run(arms.only(arms.POOL), make(early + late),
+                      prefill=True)
+        self.assertNotEqual(alone[0]['vms'], both[0]['vms'])
+
+    def test_the_budget_bounds_the_members(self):
+        made = make([(10.0 * i, image, 2, wl.IMAGE) for i in range(40)
+                     for image in ('img', 'other')])
+        pooled, idle = {}, {}
+        for members in (0, 1, 8):
+            out = simulator.Cluster(
+                calib(), arms.only(arms.POOL), made,
+                pool_options=simulator.learned_options(
+                    budget_members=members)).run()
+            pooled[members] = sum(bool(v['pool']) for r in out['records']
+                                  for v in r['vms'])
+            idle[members] = out['costs']['pool_member_vm_seconds']
+        self.assertEqual(0, pooled[0])
+        self.assertEqual(0, idle[0])
+        self.assertGreater(pooled[1], 0)
         self.assertGreater(pooled[8], pooled[1])
+        # One member alive at most: never more member time than the run.
+        self.assertLessEqual(idle[1], 400.0 + 60.0)
+
+    def test_stated_options_override_the_shipped_ones(self):
+        options = simulator.learned_options(learn_max_size=3, interval=60.0)
+        self.assertEqual(3, options.learn_max_size)
+        self.assertEqual(60.0, options.interval)
+        self.assertEqual(4, simulator.learned_options().budget_members)
+        self.assertTrue(options.learn)
+
+    def test_flavors_are_part_of_the_key(self):
+        made = make([(10.0 * i, 'img', 1, wl.IMAGE) for i in range(30)])
+
+        def pooled(flavor_of):
+            out = simulator.Cluster(calib(), arms.only(arms.POOL), made,
+                                    flavor_of=flavor_of).run()
+            return {v['pool'] for r in out['records'] for v in r['vms']
+                    if v['pool']}
+
+        self.assertEqual({'img/image'}, pooled(None))
+        self.assertEqual({'img/image/f0', 'img/image/f1'},
+                         pooled(lambda task: 'f%d' % (task.index % 2)))
 
 
 class TestSimulatedRunner(testcase.TestCase):
 
     def test_results_match_the_schema_and_are_seeded(self):
-        made = wl.load()
+        made = synthetic.fixed_workload()
         chosen = arms.ablation_arms()
         first = runner.execute(simrunner.SimulatedRunner(calib()), made,
                                chosen, progress=False)
@@ -196,28 +265,7 @@ class TestSimulatedRunner(testcase.TestCase):
                 closed.append(True)
 
         error = self.assertRaises(
-            ValueError, runner.execute, Short(calib()), wl.load(),
-            arms.main_arms(), progress=False)
+            ValueError, runner.execute, Short(calib()),
+            synthetic.fixed_workload(), arms.main_arms(), progress=False)
         self.assertIn('expected one for each', str(error))
         self.assertEqual([True], closed)
-
-
-class TestSteps(testcase.TestCase):
-
-    def test_planned_steps_give_the_wanted_running_share(self):
-        shape = wl.load_shape()
-        shape['task'] = dict(shape['task'], steps=100,
-                             min_running_share=0.6)
-        made = wl.generate(shape, seed=2)
-        cal = calib(hosts=2)
-        found = steps.plan(cal, made)
-        self.assertLess(found.share, 0.6)
-        self.assertGreater(found.steps, 100)
-        shape['task']['steps'] = found.steps
-        longer = wl.generate(shape, seed=2)
-        out = runner.execute(simrunner.SimulatedRunner(cal), longer,
-                             [arms.STOCK], warmup=0, progress=False)
-        share = stats.running_share_pct(out)
-        self.assertGreaterEqual(share, 60.0 - 0.5)
-        self.assertLess(share, 65.0)
-        self.assertEqual(found.steps, steps.plan(cal, longer).steps)

@@ -10,7 +10,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Summaries, bootstrap reductions and contributions."""
+"""Summaries, cluster bootstrap intervals and contributions."""
 
 import numpy
 
@@ -35,9 +35,20 @@ class TestSummaries(testcase.TestCase):
         base = [{'key': (0, 1), 'total': 10.0}, {'key': (0, 2), 'total': 4.0},
                 {'key': (0, 3), 'total': 7.0}]
         other = [{'key': (0, 2), 'total': 2.0}, {'key': (0, 1), 'total': 5.0}]
-        b, o = stats.paired(base, other, 'total')
+        b, o, runs = stats.paired(base, other, 'total')
         self.assertEqual([10.0, 4.0], b.tolist())
         self.assertEqual([5.0, 2.0], o.tolist())
+        self.assertEqual([0, 0], runs.tolist())
+
+    def test_weighted_medians_are_those_of_the_repeated_values(self):
+        rng = numpy.random.default_rng(2)
+        for size in range(1, 9):
+            values = rng.normal(size=size)
+            weights = rng.integers(0, 4, size=(6, size))
+            weights[:, 0] += 1
+            self.assertEqual(
+                [numpy.median(numpy.repeat(values, w)) for w in weights],
+                stats.weighted_medians(values, weights).tolist())
 
 
 class TestBootstrap(testcase.TestCase):
@@ -66,6 +77,57 @@ class TestBootstrap(testcase.TestCase):
         self.assertRaises(ValueError, stats.bootstrap_reduction, [1.0],
                           [1.0, 2.0])
         self.assertRaises(ValueError, stats.bootstrap_reduction, [], [])
+        self.assertRaises(ValueError, stats.bootstrap_saved, [1.0], [1.0],
+                          runs=[0, 1])
+
+
+class TestClusterBootstrap(testcase.TestCase):
+
+    #: Four runs of the same 30 tasks.
+    BASE = numpy.tile(numpy.linspace(10.0, 40.0, 30), 4)
+    RUNS = numpy.repeat(numpy.arange(4), 30)
+
+    def test_identical_runs_give_a_point_interval(self):
+        # Not a constant ratio: the row bootstrap would spread.
+        other = self.BASE * 0.5 + numpy.tile(numpy.arange(30.0) % 7, 4)
+        for estimate in (stats.bootstrap_reduction, stats.bootstrap_saved):
+            value, low, high = estimate(self.BASE, other, self.RUNS)
+            self.assertAlmostEqual(value, low)
+            self.assertAlmostEqual(value, high)
+            value, low, high = estimate(self.BASE, other)
+            self.assertLess(low, value - 0.1)
+
+    def test_an_outlying_run_widens_the_interval_beyond_the_rows(self):
+        other = self.BASE * numpy.where(self.RUNS == 3, 0.9, 0.5)
+        for estimate in (stats.bootstrap_reduction, stats.bootstrap_saved):
+            value, low, high = estimate(self.BASE, other, self.RUNS)
+            _, row_low, row_high = estimate(self.BASE, other)
+            self.assertLessEqual(low, value)
+            self.assertLessEqual(value, high)
+            self.assertGreater(high - low, 1.5 * (row_high - row_low))
+
+    def test_draws_take_whole_runs(self):
+        runs = numpy.array([5, 5, 5, 8, 8, 9, 9, 9, 9])
+        seen = []
+
+        def statistic(weights):
+            seen.append(weights)
+            return weights[:, 0].astype(float)
+
+        stats.cluster_bootstrap(statistic, runs, samples=300, seed=4)
+        weights = numpy.concatenate(seen)
+        self.assertEqual((300, runs.size), weights.shape)
+        firsts = [numpy.flatnonzero(runs == run)[0] for run in (5, 8, 9)]
+        for run, first in zip((5, 8, 9), firsts):
+            # A run's pairs are all taken, as often, or none of them.
+            for index in numpy.flatnonzero(runs == run):
+                self.assertEqual(weights[:, first].tolist(),
+                                 weights[:, index].tolist())
+        # Each draw takes three runs; some draws repeat or leave one out.
+        per_run = weights[:, firsts]
+        self.assertEqual({3}, set(per_run.sum(axis=1).tolist()))
+        self.assertIn(0, per_run)
+        self.assertIn(3, per_run)
 
 
 class TestFromRecords(testcase.TestCase):
@@ -74,6 +136,7 @@ class TestFromRecords(testcase.TestCase):
         super().setUp()
         # A workload where most tasks boot from a volume (mirror shows).
         self.results = synthetic.results(seed=3, workload_seed=4)
+        self.arm = arms.without(arms.POOL).name
 
     def test_table_and_rows_leave_out_the_warmup(self):
         rows = results.task_rows(self.results, 'stock')
@@ -108,6 +171,42 @@ class TestFromRecords(testcase.TestCase):
         found = stats.reductions(self.results)
         self.assertNotIn('stock', found)
         for arm, entry in found.items():
-            value, low, high = entry['total']
+            self.assertEqual({'total', 'overhead'}, set(entry))
+            for field in entry:
+                value, low, high = entry[field]
+                self.assertLessEqual(low, value, arm)
+                self.assertLessEqual(value, high, arm)
+
+    def test_intervals_resample_repetitions(self):
+        base = results.task_rows(self.results, 'stock')
+        rows = results.task_rows(self.results, self.arm)
+        b, o, runs = stats.paired(base, rows, 'overhead')
+        self.assertEqual({1, 2, 3}, set(runs.tolist()))
+        self.assertEqual(stats.bootstrap_reduction(b, o, runs, seed=5),
+                         stats.reductions(self.results, seed=5)
+                         [self.arm]['overhead'])
+        self.assertEqual(stats.bootstrap_saved(b, o, runs, seed=5),
+                         stats.saved_seconds(self.results, seed=5)
+                         [self.arm])
+
+    def test_seconds_saved_are_the_mean_over_paired_tasks(self):
+        base = {r['key']: r['overhead']
+                for r in results.task_rows(self.results, 'stock')}
+        found = stats.saved_seconds(self.results)
+        self.assertEqual(set(results.arm_names(self.results)) - {'stock'},
+                         set(found))
+        for arm, (value, low, high) in found.items():
+            rows = results.task_rows(self.results, arm)
+            self.assertAlmostEqual(
+                numpy.mean([base[r['key']] - r['overhead'] for r in rows]),
+                value)
             self.assertLessEqual(low, value, arm)
             self.assertLessEqual(value, high, arm)
+
+    def test_an_arm_without_succeeded_tasks_has_no_interval(self):
+        for run in results.kept_runs(self.results, self.arm):
+            for rec in run['records']:
+                rec['outcome'] = 'failed'
+        self.assertIsNone(stats.saved_seconds(self.results)[self.arm])
+        self.assertEqual({'total': None, 'overhead': None},
+                         stats.reductions(self.results)[self.arm])

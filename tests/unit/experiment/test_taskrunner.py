@@ -21,8 +21,8 @@ from mlaccel_lab.experiment import arms
 from mlaccel_lab.experiment import report
 from mlaccel_lab.experiment import results
 from mlaccel_lab.experiment import runner
-from mlaccel_lab.experiment import workload as wl
 from tests import testcase
+from tests.unit.experiment import synthetic
 
 
 class _Launches(runner.TaskRunner):
@@ -42,6 +42,9 @@ class _Launches(runner.TaskRunner):
 
     def reset(self, arm):
         self.reset_arms.append(arm.name)
+
+    def warm_up(self, arm):
+        self.reset_arms.append('warm-up ' + arm.name)
 
     def run(self, arm, workload, done):
         # Every task of the run launches at the same time.
@@ -70,12 +73,14 @@ class TestTaskRunner(testcase.TestCase):
 
     def test_tasks_overlap_and_a_failed_launch_is_kept_as_failed(self):
         logged = self.useFixture(fixtures.FakeLogger())
-        made = wl.load()
+        made = synthetic.fixed_workload()
         launches = _Launches(fail=2)
         out = runner.execute(launches, made, arms.main_arms(),
                              progress=False)
-        self.assertEqual(launches.reset_arms,
-                         [r['arm'] for r in out['runs']])
+        # Each run: its reset, then its warm-up request.
+        self.assertEqual(launches.reset_arms, [
+            name for r in out['runs']
+            for name in (r['arm'], 'warm-up ' + r['arm'])])
         warmups = [run for run in out['runs'] if run['warmup']]
         self.assertEqual(len(arms.main_arms()), len(warmups))
         short = made.warmup()
@@ -91,7 +96,10 @@ class TestTaskRunner(testcase.TestCase):
             self.assertEqual(len(made.tasks) - 1,
                              outcomes.count('succeeded'))
             self.assertEqual({'glance_bytes': 5, 'volume_copies': 1,
-                              'pool_idle_vm_seconds': 0}, run['costs'])
+                              'pool_idle_vm_seconds': 0,
+                              'pool_member_vm_seconds': 0}, run['costs'])
+            # Every record knows when its task arrived.
+            self.assertTrue(all(r['arrival'] for r in run['records']))
         self.assertEqual(3, results.failures(out, 'stock'))
         rows = results.task_rows(out, 'stock')
         self.assertEqual(3 * (len(made.tasks) - 1), len(rows))
@@ -99,11 +107,11 @@ class TestTaskRunner(testcase.TestCase):
             task = made.tasks[row['key'][1]]
             self.assertEqual(task.vms, row['creation'])
         text = report.format_summary(report.summarize(out), 'threads')
-        self.assertIn('3 failed launch(es) left out', text)
+        self.assertIn('3 record(s) left out: failed (RuntimeError)', text)
         self.assertIn('Task 2 of arm stock failed', logged.output)
 
     def test_each_finished_run_is_handed_over_as_it_ends(self):
-        made = wl.load()
+        made = synthetic.fixed_workload()
         launches = _Launches()
         seen = []
         out = runner.execute(launches, made, arms.main_arms(),
