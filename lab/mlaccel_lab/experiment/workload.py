@@ -294,10 +294,12 @@ def _stream(shape, rng, seed, rows=None):
     first = drawn[0].arrival
     task = shape['task']
     volume_share = stream.get('boot_from_volume', 0.0)
+    # As many of each boot kind as the share says, their order drawn.
+    boots = _mix([VOLUME, IMAGE], [volume_share, 1.0 - volume_share],
+                 count, rng)
     return tuple(
         Task(index, round((t.arrival - first) * stream['time_scale'], 3),
-             t.image, min(t.vms, stream['max_vms']),
-             VOLUME if rng.random() < volume_share else IMAGE,
+             t.image, min(t.vms, stream['max_vms']), boots[index],
              task['steps'], task.get('device_ms', 0.0), t.lifetime)
         for index, t in enumerate(drawn))
 
@@ -310,7 +312,8 @@ def generate(shape, seed=None, trace_rows=None):
 
     A ``stream`` shape: the seed draws a day of the trace's figures (or
     picks the images of ``trace_rows``, a trace file's rows) and the place
-    in it the stream starts, and each task's boot kind.
+    in it the stream starts; the share booting from a volume is exact
+    (largest remainder), which tasks they are is drawn.
 
     A fixed mix: the shape fixes how many tasks use each image (in
     proportion to the images' ``weight``, equal by default), how many boot

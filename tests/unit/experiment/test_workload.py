@@ -43,6 +43,11 @@ class TestDefaultWorkload(testcase.TestCase):
         self.assertEqual(sorted(times), times)
         self.assertEqual(0.0, times[0])
         self.assertNotIn('min_running_share', made.task_spec)
+        # The boot kinds in the stated share, whatever the seed.
+        for seed in (1, 2, 42):
+            boots = [t.boot for t in workload.load(seed=seed).tasks]
+            self.assertEqual(round(stream['boot_from_volume'] * len(boots)),
+                             boots.count(workload.VOLUME))
         self.assertEqual('clip', made.task_spec['entry'])
 
     def test_stream_arrivals_are_the_traces_scaled(self):
