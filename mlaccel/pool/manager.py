@@ -377,6 +377,7 @@ class PoolManager:
         listener = self._listener()
 
         def one(_):
+            started = time.monotonic()
             try:
                 return pool_members.build(
                     self.conn, spec, listener=listener, conf=self.conf,
@@ -384,17 +385,23 @@ class PoolManager:
             except Exception as exc:
                 LOG.warning('Creating a member of pool %s failed: %s',
                             key, exc)
-                return None
+                # What the failed attempt cost (its VM deleted since).
+                return time.monotonic() - started
 
         with concurrent.futures.ThreadPoolExecutor(
                 min(count, self.group.refill_parallelism),
                 thread_name_prefix='mlaccel-pool-build') as workers:
             built = list(workers.map(one, range(count)))
-        made = [m for m in built if m is not None]
-        failed = len(built) - len(made)
+        made = [m for m in built if isinstance(m, dict)]
+        lost = [s for s in built if not isinstance(s, dict)]
+        failed = len(lost)
         extra = []
         with self.store.transaction(key) as state:
             stats = state['stats']
+            # A failed build's seconds are member VM-seconds too.
+            stats['failed_build_vm_s'] = stats.get(
+                'failed_build_vm_s', 0.0) + sum(lost)
+            stats['build_vm_s'] = stats.get('build_vm_s', 0.0) + sum(lost)
             for member in made:
                 if len(pool_store.members(state, pool_store.IDLE)) >= \
                         state['bounds']['max']:

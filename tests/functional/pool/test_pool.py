@@ -477,6 +477,9 @@ class PoolTest(pool_base.PoolTestCase):
         stats = self.state()['stats']
         self.assertEqual(2, stats['create_failures'])
         self.assertEqual({}, self.state()['members'])
+        # The failed attempts' VM-seconds count among the members' costs.
+        self.assertGreater(stats['failed_build_vm_s'], 0)
+        self.assertEqual(stats['failed_build_vm_s'], stats['build_vm_s'])
         manager.run_once()   # backing off: no new attempt
         self.assertEqual(2, self.state()['stats']['create_failures'])
         result = self.launch(2)
