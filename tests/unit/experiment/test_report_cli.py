@@ -146,7 +146,8 @@ class TestCommandLine(testcase.TestCase):
         self.assertEqual('nan', found.group(1))
         self.assertNotEqual('nan', found.group(6))
         for name in ('calibration.json', 'own-size.json',
-                     'at-scale-distributions.json', 'at-scale-records.jsonl.gz',
+                     'at-scale-distributions.json',
+                     'at-scale-records.jsonl.gz',
                      'at-scale-summary.json', 'at-scale-stages.png',
                      'at-scale-first-step.png'):
             self.assertTrue(os.path.exists(os.path.join(output, name)), name)
