@@ -195,9 +195,9 @@ def execute(runner, workload, arms, repetitions=protocol.MIN_REPETITIONS,
             made = workload.warmup() if run.warmup else workload
             runner.reset(run.arm)
             runner.warm_up(run.arm)
-            label = 'rep %d%s %s' % (run.repetition,
-                                     ' (warm-up)' if run.warmup else '',
-                                     run.arm.name)
+            label = '%srep %d%s %s' % (
+                '' if runner.measured else 'SIMULATED ', run.repetition,
+                ' (warm-up)' if run.warmup else '', run.arm.name)
             with tqdm.tqdm(total=len(made.tasks), desc=label,
                            unit='task', disable=not progress,
                            leave=True) as bar:
