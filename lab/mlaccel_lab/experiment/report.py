@@ -84,14 +84,18 @@ def hit_rate_pct(results, arm):
     return 100.0 * sum(row['pooled'] for row in rows) / len(rows)
 
 
-def member_s_per_saved_s(results, arm, saved, base='stock'):
-    """Pool members' VM-seconds (build to deletion) per second saved."""
+def member_s_per_saved_s(results, arm, saved):
+    """Pool members' VM-seconds (build to deletion) per second saved.
+
+    :param saved: the arm's mean seconds saved per task; ``None`` unless
+        it saved some.
+    """
     cost = results_mod.costs(results, arm).get('pool_member_vm_seconds')
     runs = results_mod.kept_runs(results, arm)
-    if not runs or cost is None or not saved:
+    if not runs or cost is None or saved is None or saved <= 0:
         return None
     tasks = numpy.mean([len(run['records']) for run in runs])
-    return float(cost / (saved * tasks)) if saved > 0 else None
+    return float(cost / (saved * tasks))
 
 
 def summarize(results, seed=0):
