@@ -23,6 +23,7 @@ from mlaccel import conf as mlaccel_conf
 from mlaccel import periodic
 from mlaccel import statebus
 from mlaccel.statebus import codec as bus_codec
+from mlaccel.statebus import drivers
 from mlaccel.statebus import keys
 from mlaccel.statebus import sequence
 from mlaccel.statebus import signing
@@ -90,6 +91,9 @@ class Publisher:
     Otherwise :meth:`publish` raises :class:`HostClaimed` and the holder
     stays.
 
+    Every write is announced to readers the way the backend needs
+    (:mod:`mlaccel.statebus.drivers`), so that they fetch only what changed.
+
     Thread-safe; :meth:`publish` may be called from any thread. Liveness
     heartbeats run in a thread of our own rather than tooz's, whose
     heartbeat retries an unreachable backend for ever and so would never
@@ -107,6 +111,7 @@ class Publisher:
         self._sequence = None
         self._lock = threading.Lock()
         self._coordinator = None
+        self._changes = None
         self._joined = False
         self._heart = None
         self._beat_interval, self._beat_failing = 1.0, False
@@ -127,6 +132,7 @@ class Publisher:
                 coord = statebus.coordinator(self.conf, self.host)
                 coord.start(start_heart=False)
                 self._coordinator = coord
+                self._changes = drivers.for_client(coord, self._group)
                 try:
                     coord.create_group(self._group).get()
                 except coordination.GroupAlreadyExist:
@@ -184,6 +190,7 @@ class Publisher:
             if self._joined:
                 try:
                     coord.update_capabilities(self._group, raw).get()
+                    self._changes.announce(self.host.encode())
                     return
                 except tooz.NotImplemented:
                     # The file backend cannot update in place.
@@ -211,6 +218,7 @@ class Publisher:
             # and readers drop members without one.
             coord.heartbeat()
             self._joined = True
+            self._changes.announce(self.host.encode())
 
     def _replace_holder(self, coord):
         """Remove the holder of our member id, if there is one and proof.

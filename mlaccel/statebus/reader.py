@@ -42,6 +42,7 @@ from mlaccel import conf as mlaccel_conf
 from mlaccel import periodic
 from mlaccel import statebus
 from mlaccel.statebus import codec as bus_codec
+from mlaccel.statebus import drivers
 from mlaccel.statebus import keys
 from mlaccel.statebus import signing
 
@@ -97,6 +98,9 @@ class ReportCache:
     REJECT_LOG_INTERVAL = 60.0
     #: Rejections logged one by one per refresh; the rest are counted.
     REJECT_LOG_LINES = 10
+    #: Seconds between two reads of every report (a member that left is
+    #: dropped then); in between a refresh reads only what changed.
+    FULL_READ_INTERVAL = drivers.FULL_READ_INTERVAL
 
     def __init__(self, conf=None, codec=None, group=None):
         self.conf = conf or mlaccel_conf.CONF
@@ -121,6 +125,10 @@ class ReportCache:
         self._rejected = {}
         self._logged = {}
         self._coordinator = None
+        self._changes = None
+        self._full_read_at = None
+        #: Refreshes that read every report, and those that read changes.
+        self.full_reads = self.partial_reads = 0
         self._loop = periodic.Periodic(
             'mlaccel-statebus-reader', lambda: self._opts.refresh_interval,
             self.refresh)
@@ -192,7 +200,7 @@ class ReportCache:
 
     def _read_and_load(self):
         try:
-            members = self._read_members()
+            members, partial = self._read()
         except Exception as exc:
             self.last_error = statebus.redact(self.conf, exc)
             if self.healthy is not False:
@@ -208,9 +216,11 @@ class ReportCache:
                 LOG.info('State bus %s answers again.',
                          statebus.safe_url(self.conf))
             self.healthy, self.last_error = True, None
-            self.load(members)
+            with self._refreshing:
+                self._load(members, time.time(), partial)
 
     def _clear(self):
+        self._full_read_at = None
         self._state = ({}, None)
         self._accepted, self._rejected = {}, {}
 
@@ -249,21 +259,41 @@ class ReportCache:
         newest = self._newest.get(host)
         return None if newest is None else newest[2]
 
-    def _read_members(self):
-        if self._coordinator is None:
+    def _read(self):
+        """``(members, partial)``: every report, or only those changed.
+
+        Only what changed is read while the driver can tell
+        (:mod:`mlaccel.statebus.drivers`), the keys did not change and a
+        full read is less than ``FULL_READ_INTERVAL`` seconds old.
+        """
+        if self._changes is None:
             member = 'reader-%s-%d' % (socket.gethostname(), os.getpid())
             try:
                 coord = statebus.coordinator(self.conf, member,
                                              read_only=True)
             except statebus.NoBus:
-                return {}
+                return {}, False
             coord.start(start_heart=False)
             self._coordinator = coord
+            self._changes = drivers.for_client(coord, self._group)
+        now = time.monotonic()
+        if not self._recheck and self._full_read_at is not None and \
+                now - self._full_read_at < self.FULL_READ_INTERVAL:
+            try:
+                changed = self._changes.read_changed()
+            except coordination.GroupNotCreated:
+                changed = None
+            if changed is not None:
+                self.partial_reads += 1
+                return changed, True
+        self._full_read_at = None
         try:
-            return self._coordinator.get_members_with_capabilities(
-                self._group).get()
+            members = self._changes.read_all()
         except coordination.GroupNotCreated:
-            return {}
+            members = {}
+        self._full_read_at = now
+        self.full_reads += 1
+        return members, False
 
     def load(self, members, now=None):
         """Replace the cache's reports with ``members``, as a refresh does.
@@ -277,19 +307,34 @@ class ReportCache:
         with self._refreshing:
             self._load(members, time.time() if now is None else now)
 
-    def _load(self, members, now):
+    def _load(self, members, now, partial=False):
+        """Load ``members``: all of them, or only those changed.
+
+        With ``partial``, a member absent from ``members`` keeps what it
+        had and one mapped to ``None`` is dropped; without, ``members`` is
+        the whole group.
+        """
         if self._verifier is None:
             self._load_key()
+        if partial and not members:
+            return
         old_reports, old_accepted = self._state[0], self._accepted
         if self._recheck:
             old_reports, old_accepted, self._rejected = {}, {}, {}
             self._recheck = False
         old_rejected = self._rejected
-        reports, accepted, rejected, logged = {}, {}, {}, {}
+        if partial:
+            reports, accepted = dict(old_reports), dict(old_accepted)
+            rejected, logged = dict(old_rejected), dict(self._logged)
+        else:
+            reports, accepted, rejected, logged = {}, {}, {}, {}
         rejections = []
         for member, raw in members.items():
             source = member.decode(errors='replace') \
                 if isinstance(member, bytes) else str(member)
+            if partial:
+                for held in (reports, accepted, rejected, logged):
+                    held.pop(source, None)
             if raw is None:
                 continue
             if old_accepted.get(source) == raw:
@@ -308,7 +353,6 @@ class ReportCache:
             if source in old_reports:
                 reports[source] = old_reports[source]
                 accepted[source] = old_accepted[source]
-        for source in rejected:
             if source in self._logged:
                 logged[source] = self._logged[source]
         self._log_rejections(rejections, logged, now)
@@ -388,6 +432,7 @@ class ReportCache:
 
     def _disconnect(self):
         coord, self._coordinator = self._coordinator, None
+        self._changes, self._full_read_at = None, None
         if coord is not None:
             statebus.stop_quietly(coord, url=self._opts.backend_url)
 

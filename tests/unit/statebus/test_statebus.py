@@ -29,6 +29,7 @@ from tooz import coordination
 
 from mlaccel import hostreport
 from mlaccel import statebus
+from mlaccel.statebus import drivers
 from mlaccel.statebus import keys
 from mlaccel.statebus import publisher
 from mlaccel.statebus import signing
@@ -58,11 +59,13 @@ class BusTestBase:
             self.conf.conf, self.BACKEND))
         self.log = self.useFixture(fixtures.FakeLogger(name='mlaccel'))
 
-    def join_raw(self, member, raw, evict=False):
+    def join_raw(self, member, raw, evict=False, announce=True):
         """Join as ``member`` with ``raw`` capabilities, like a bad client.
 
         :param evict: first remove whoever holds ``member``, as any client
             of the bus can.
+        :param announce: announce the write to readers, as a publisher
+            does (a bad client can, so readers do see what it wrote).
         """
         coord = statebus.coordinator(self.conf.conf, member)
         coord.start()
@@ -78,6 +81,8 @@ class BusTestBase:
             except coordination.MemberNotJoined:
                 pass
         coord.join_group(group, raw).get()
+        if announce:
+            drivers.for_client(coord, group).announce(member.encode())
         return coord
 
     def held(self, member):
