@@ -49,6 +49,17 @@ OPTS = [
         help='Seconds to wait for a pool\'s lock on the state bus. A launch '
              'that cannot get it (the bus is down or slow) creates all its '
              'VMs fresh and claims nothing.'),
+    cfg.IntOpt(
+        'leader_lease',
+        default=10,
+        min=2,
+        help='Seconds a pool manager\'s lead, and any pool lock, lasts '
+             'after its holder last renewed it (tooz\'s lock_timeout, unless '
+             '[mlaccel_statebus] backend_url sets one; renewed every half '
+             'lease). When the leading manager dies, another takes over '
+             'within this plus its round interval. Shorter fails over '
+             'sooner; a leader cut off from the bus for longer than this '
+             'loses its lead, and stops acting at its next round.'),
     cfg.FloatOpt(
         'interval',
         default=5.0,

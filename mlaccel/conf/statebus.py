@@ -102,11 +102,15 @@ OPTS = [
         'refresh_interval',
         default=2.0,
         min=0.1,
-        help='Seconds between two reads of all host reports by the '
-             'scheduler-side cache. Each refresh is one call to the bus, '
-             'made by a background thread; scheduling never waits for it. '
-             'Signatures are checked during the refresh, only for reports '
-             'that changed.'),
+        help='Seconds between two refreshes of the scheduler-side cache of '
+             'host reports, made by a background thread; scheduling never '
+             'waits for it. A refresh fetches only the reports that changed '
+             'since the last one (on Redis through a change index the agents '
+             'keep, on etcd by revision, on a file bus when the directory '
+             'changed), and every report every 300 s or when a member left. '
+             'Signatures are checked only for reports that changed. A '
+             'changed report reaches the schedulers within about this long '
+             'plus the refresh itself.'),
     cfg.FloatOpt(
         'report_max_age',
         default=30.0,

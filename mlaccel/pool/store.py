@@ -282,6 +282,10 @@ class BusLocks:
     turns that into :class:`PoolUnavailable`) and is tried again next time.
     No lock is held while a client connects, so :meth:`stop` never waits
     for a bus that does not answer.
+
+    A lock held by a process that died is free again after ``[mlaccel_pool]
+    leader_lease`` seconds (tooz's ``lock_timeout`` of this client, unless
+    the bus URL sets one): the bound on a pool manager's failover.
     """
 
     def __init__(self, conf):
@@ -298,7 +302,8 @@ class BusLocks:
             if self._coord is not None:
                 return self._coord
         coord = statebus.coordinator(
-            self.conf, 'mlaccel-pool-%s' % uuid.uuid4().hex)
+            self.conf, 'mlaccel-pool-%s' % uuid.uuid4().hex,
+            defaults={'lock_timeout': self.conf.mlaccel_pool.leader_lease})
         try:
             coord.start(start_heart=True)
         except Exception as exc:

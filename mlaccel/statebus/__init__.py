@@ -44,17 +44,21 @@ class NoBus(Exception):
 STOP_TIMEOUT = 5.0
 
 
-def coordinator(conf, member_id, read_only=False):
+def coordinator(conf, member_id, read_only=False, defaults=None):
     """Return a tooz coordinator for the configured bus, not yet started.
 
     A file bus's directory is created mode 0700 if it is missing, unless
     ``read_only``: then nothing is created on disk, and :class:`NoBus` is
     raised if no member ever joined there.
 
+    :param defaults: tooz options (e.g. ``lock_timeout``) for this client,
+        each unless the operator's URL sets it.
+
     :raises mlaccel.statebus.url.BackendError: for an unknown scheme.
     """
     url = conf.mlaccel_statebus.backend_url
-    tooz_url = bus_url.tooz_url(url)
+    tooz_url = bus_url.with_defaults(bus_url.tooz_url(url),
+                                     **(defaults or {}))
     path = bus_url.file_dir(url)
     if path is not None:
         if read_only:

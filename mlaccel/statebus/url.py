@@ -130,6 +130,21 @@ def tooz_url(url):
     return url
 
 
+def with_defaults(url, **options):
+    """``url`` with each of ``options`` added unless it sets it already."""
+    parts = _split(url)
+    if parts is None or not options:
+        return url
+    held = {key for key, _ in urllib.parse.parse_qsl(
+        parts.query, keep_blank_values=True)}
+    added = urllib.parse.urlencode(
+        [(key, value) for key, value in sorted(options.items())
+         if key not in held])
+    query = '&'.join(filter(None, [parts.query, added]))
+    return urllib.parse.urlunsplit(
+        (parts.scheme, parts.netloc, parts.path, query, parts.fragment))
+
+
 def file_dir(url):
     """The directory of a ``file://`` bus, or ``None`` for other schemes."""
     parts = _split(url)

@@ -12,9 +12,11 @@
 
 """A separate pool-manager-like process that takes the leader lock.
 
-Run as ``python -m tests.unit.pool.leader_process URL``; prints ``leading``
-once its manager holds the leader lock of the state bus at ``URL``, then
-keeps asking, as a manager's rounds do, until it is killed.
+Run as ``python -m tests.unit.pool.leader_process URL LEASE``; prints
+``leading`` once its manager holds the leader lock of the state bus at
+``URL``, whose lease is ``LEASE`` seconds (``[mlaccel_pool]
+leader_lease``), then keeps asking, as a manager's rounds do, until it is
+killed.
 """
 
 import sys
@@ -28,12 +30,13 @@ from mlaccel.pool import store as pool_store
 
 
 def main(argv):
-    url, = argv
+    url, lease = argv
     conf = cfg.ConfigOpts()
     mlaccel_conf.register_opts(conf)
     conf([], project='mlaccel', default_config_files=[],
          default_config_dirs=[])
     conf.set_override('backend_url', url, 'mlaccel_statebus')
+    conf.set_override('leader_lease', int(lease), 'mlaccel_pool')
     manager = pool_manager.PoolManager(None, None, conf,
                                        leader_lock=pool_store.BusLocks(conf))
     said = False

@@ -49,11 +49,8 @@ class LeadershipTests:
         self.conf = self.useFixture(mlaccel_fixtures.Conf())
         self.bus = self.useFixture(mlaccel_fixtures.StateBus(
             self.conf.conf, self.BACKEND))
-        self.url = self.lease_url(self.bus.url)
-        self.conf.set('mlaccel_statebus', backend_url=self.url)
-
-    def lease_url(self, url):
-        return url
+        self.url = self.bus.url
+        self.conf.set('mlaccel_pool', leader_lease=LEASE)
 
     def manager(self):
         locks = pool_store.BusLocks(self.conf.conf)
@@ -74,7 +71,8 @@ class LeadershipTests:
         self.assertFalse(first.is_leader())
 
     def test_a_killed_leader_s_lock_passes_to_the_other(self):
-        """Bound: the lock's lease (``LEASE`` s) and a few rounds after it.
+        """Bound: the lock's lease (``[mlaccel_pool] leader_lease``, here
+        ``LEASE`` s) and a few rounds after it.
 
         A manager process takes the lead and is SIGKILLed; the one left
         leads once the dead one's lock has expired, and not before the
@@ -85,7 +83,7 @@ class LeadershipTests:
                                           os.environ.get('PYTHONPATH')]))))
         proc = subprocess.Popen(
             [sys.executable, '-m', 'tests.unit.pool.leader_process',
-             self.url], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+             self.url, str(LEASE)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
         self.addCleanup(proc.wait)
         self.addCleanup(proc.kill)
@@ -120,9 +118,6 @@ class TestFileLeadership(LeadershipTests, testcase.TestCase):
 class TestRedisLeadership(LeadershipTests, testcase.TestCase):
     BACKEND = 'redis'
 
-    def lease_url(self, url):
-        return url + '&lock_timeout=%d' % LEASE
-
 
 class TestEtcdLeadership(LeadershipTests, testcase.TestCase):
     """tooz's etcd3gw lock, whose holder cannot tell it lost the lock.
@@ -132,17 +127,15 @@ class TestEtcdLeadership(LeadershipTests, testcase.TestCase):
 
     BACKEND = 'etcd'
 
-    def lease_url(self, url):
-        return url + '&lock_timeout=%d' % LEASE
-
     def test_a_holder_cut_off_past_its_lease_knows_it_leads_no_more(self):
         """A holder silent past its lease learns that another took over.
 
         It stopped heartbeating, as one cut off from etcd does.
         """
         holders = []
+        url = self.url + '&lock_timeout=%d' % LEASE
         for name in (b'a', b'b'):
-            coord = coordination.get_coordinator(self.url, name)
+            coord = coordination.get_coordinator(url, name)
             coord.start(start_heart=False)
             self.addCleanup(coord.stop)
             holders.append(coord.get_lock(b'mlaccel-test-lock'))

@@ -182,6 +182,18 @@ class UrlTest(testcase.TestCase):
                                           'ssl_ca_certs=/ca'))
         self.assertEqual('redis://h', bus_url.tooz_url('redis://h'))
 
+    def test_defaults_are_added_unless_the_url_sets_them(self):
+        self.assertEqual('etcd3+http://h:2379?api_version=v3&lock_timeout=10',
+                         bus_url.with_defaults(
+                             'etcd3+http://h:2379?api_version=v3',
+                             lock_timeout=10))
+        self.assertEqual('redis://h?lock_timeout=60',
+                         bus_url.with_defaults('redis://h?lock_timeout=60',
+                                               lock_timeout=10))
+        self.assertEqual('file:///var/bus?lock_timeout=10',
+                         bus_url.with_defaults('file:///var/bus',
+                                               lock_timeout=10))
+
     def test_unknown_scheme_is_named_without_secrets(self):
         exc = self.assertRaises(bus_url.BackendError, bus_url.tooz_url,
                                 'nosuch://u:pw4@h')
