@@ -100,7 +100,7 @@ OPTS = [
              'fresh for as long as its date is ahead.'),
     cfg.FloatOpt(
         'refresh_interval',
-        default=2.0,
+        default=1.0,
         min=0.1,
         help='Seconds between two refreshes of the scheduler-side cache of '
              'host reports, made by a background thread; scheduling never '

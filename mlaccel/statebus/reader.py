@@ -16,8 +16,10 @@ Its readers never touch the bus on their request path: they take a
 :class:`Snapshot` and look reports up in it, O(1) each. What a reader works
 out of the reports once per refresh (the scheduler's view,
 :mod:`mlaccel.scheduler.hostview`) it adds in a subclass. A background
-thread replaces the cache every ``refresh_interval`` seconds with one
-``get_members_with_capabilities`` call. When the bus cannot be read the
+thread refreshes the cache every ``refresh_interval`` seconds, fetching
+only the reports that changed (:mod:`mlaccel.statebus.drivers`; every
+report at first, every :data:`~mlaccel.statebus.drivers.FULL_READ_INTERVAL`
+seconds and when a member left). When the bus cannot be read the
 cache empties, so the plugins fall back to stock behaviour at once. A read
 of an unreachable Redis can take tooz about a minute of retries to fail;
 until then the reports already held expire by their own timestamps after

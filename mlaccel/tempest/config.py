@@ -42,7 +42,7 @@ MlaccelGroup = [
         help='Seconds to wait for a host report to list an image.'),
     cfg.FloatOpt(
         'scheduler_refresh_interval',
-        default=2.0,
+        default=1.0,
         help='The scheduler\'s [mlaccel_statebus] refresh_interval: once a '
              'host report on the state bus lists an image, the tests wait '
              'this long (and half a second more) for nova-scheduler\'s '

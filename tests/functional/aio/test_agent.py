@@ -331,7 +331,7 @@ class RunningAgentsTest(CloudTestCase):
             for other in set(self.hosts) - {host}:
                 self.assertNotIn(image.id, self.wait_report(
                     other, lambda r: True).cached_images)
-            # The scheduler reads the bus every refresh_interval (2 s).
+            # The scheduler reads the bus every refresh_interval (1 s).
             time.sleep(5)
             server = self.conn.compute.wait_for_server(
                 self.create(image.id), interval=0.5, wait=WAIT)
