@@ -43,16 +43,20 @@ class Changes:
         return members
 
     def read_changed(self):
-        """``{member id: raw or None}`` of the members changed since the
-        last read (``None``: the member left); or ``None`` when the driver
-        cannot tell, and everything must be read again.
+        """What changed since the last read, or ``None`` if unknown.
+
+        ``{member id: raw or None}`` of the members changed (``None``: the
+        member left); ``None`` when the driver cannot tell, and everything
+        must be read again.
         """
         return None
 
     def _tally(self, changed, count):
-        """``changed``, or ``None`` if the group's ``count`` of members is
-        not what the reader holds with it: a member left unseen (or one
-        joined without announcing), which only a full read tells.
+        """``changed``, or ``None`` if the members' ``count`` disagrees.
+
+        A group whose number of members is not what the reader holds with
+        ``changed`` lost a member unseen (or gained one that did not
+        announce itself), which only a full read tells.
         """
         for member, raw in changed.items():
             if raw is None:

@@ -66,8 +66,11 @@ class RedisChanges(base.Changes):
         self.unannounced = 0
 
     def announce(self, member, pipe=None):
-        """Announce ``member``'s write; queued on ``pipe`` if one is given
-        (a tool writing for many members at once)."""
+        """Announce ``member``'s write.
+
+        Queued on ``pipe`` if one is given (a tool writing for many
+        members at once).
+        """
         if self._script is None:
             self._script = self.coord._client.register_script(_ANNOUNCE)
         self._script(keys=self._keys, args=[member, uuid.uuid4().hex],

@@ -19,6 +19,7 @@ directory, and tooz locks on a file state bus.
 """
 
 import os
+import threading
 
 import fixtures
 from nova.tests import fixtures as nova_fixtures
@@ -31,6 +32,8 @@ from mlaccel.pool import demand
 from mlaccel.pool import manager as pool_manager
 from mlaccel.pool import spec as pool_spec
 from mlaccel.pool import store as pool_store
+from mlaccel.taskd import client
+from mlaccel.taskd import protocol
 from tests.functional.launcher import base
 from tests.functional.launcher import guest
 
@@ -90,6 +93,47 @@ class PoolTestCase(base.LauncherTestCase):
                           base.ECHO, {'x': 1}, preload=PRELOAD,
                           warm_pool=self.claimer(store),
                           **dict(LAUNCH_OPTIONS, **kwargs))
+
+    def race_for_the_last_members(self, claimers):
+        """Eight launches of two VMs claim three members at once.
+
+        Launch ``i`` claims through ``claimers[i % len(claimers)]``.
+        """
+        self.create_pool(3, 3)
+        self.manager().run_once()
+        members = {m['server_id'] for m in self.idle()}
+        self.assertEqual(3, len(members))
+        launches = [api.Launch(self.conn, api.LaunchSpec(
+            base.IMAGE, 'ignored', 2, protocol.TaskSpec(base.ECHO)),
+            listener=self.listener, preload=PRELOAD,
+            **LAUNCH_OPTIONS) for _ in range(8)]
+        flavor = self.spec.flavor_id
+        gate = threading.Barrier(len(launches))
+
+        def claim(i, launch):
+            claimer = claimers[i % len(claimers)]
+            gate.wait()
+            launch.adopt(claimer.claim(launch, base.IMAGE, flavor, None))
+        threads = [threading.Thread(target=claim, args=(i, launch))
+                   for i, launch in enumerate(launches)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        got = [vm.server_id for launch in launches for vm in launch.vms
+               if vm.pooled]
+        # Each member went to exactly one launch.
+        self.assertEqual(sorted(members), sorted(got))
+        self.assertEqual([], self.idle())
+        # Each holder reaches its members with its own token only.
+        for launch in launches:
+            for vm in launch.vms:
+                if vm.pooled:
+                    with client.TaskdClient(
+                            vm.ready.address, token=vm.token,
+                            pinned_cert_pem=vm.identity.cert_pem) as conn:
+                        self.assertEqual('ready', conn.health()['state'])
+        self.assertEqual(16, self.state()['stats']['asked'])
 
     def state(self):
         return self.store.read(self.key)

@@ -17,17 +17,22 @@ Run with stestr or ``python -m testtools.run`` (not pytest), with
 eventlet.
 """
 
+import os
 import signal
 import threading
 import time
 import types
 
+from oslo_config import cfg
+
+from mlaccel import conf as mlaccel_conf
 from mlaccel.launcher import api
 from mlaccel.pool import demand
 from mlaccel.pool import members as pool_members
 from mlaccel.pool import store as pool_store
 from mlaccel.taskd import client
 from mlaccel.taskd import protocol
+from tests import fixtures as mlaccel_fixtures
 from tests.functional.launcher import base
 from tests.functional.launcher import guest
 from tests.functional.pool import base as pool_base
@@ -135,41 +140,7 @@ class PoolTest(pool_base.PoolTestCase):
         self.wait_servers(lambda found: not found, 'the surplus deleted')
 
     def test_race_for_the_last_members(self):
-        self.create_pool(3, 3)
-        self.manager().run_once()
-        members = {m['server_id'] for m in self.idle()}
-        self.assertEqual(3, len(members))
-        claimer = self.claimer()
-        launches = [api.Launch(self.conn, api.LaunchSpec(
-            base.IMAGE, 'ignored', 2, protocol.TaskSpec(base.ECHO)),
-            listener=self.listener, preload=pool_base.PRELOAD,
-            **pool_base.LAUNCH_OPTIONS) for _ in range(8)]
-        flavor = self.spec.flavor_id
-        gate = threading.Barrier(len(launches))
-
-        def claim(launch):
-            gate.wait()
-            launch.adopt(claimer.claim(launch, base.IMAGE, flavor, None))
-        threads = [threading.Thread(target=claim, args=(launch,))
-                   for launch in launches]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        got = [vm.server_id for launch in launches for vm in launch.vms
-               if vm.pooled]
-        # Each member went to exactly one launch.
-        self.assertEqual(sorted(members), sorted(got))
-        self.assertEqual([], self.idle())
-        # Each holder reaches its members with its own token only.
-        for launch in launches:
-            for vm in launch.vms:
-                if vm.pooled:
-                    with client.TaskdClient(
-                            vm.ready.address, token=vm.token,
-                            pinned_cert_pem=vm.identity.cert_pem) as conn:
-                        self.assertEqual('ready', conn.health()['state'])
-        self.assertEqual(16, self.state()['stats']['asked'])
+        self.race_for_the_last_members([self.claimer()])
 
     def test_concurrent_launches_share_the_last_members(self):
         self.create_pool(2, 2, max_tasks=5)
@@ -534,6 +505,41 @@ class PoolTest(pool_base.PoolTestCase):
         self.assertEqual(sorted(state['members']),
                          result['cleanup']['returned'])
         self.assert_only_members_left()
+
+
+class EtcdControllersPoolTest(pool_base.PoolTestCase):
+    """Pool locks on a real three-member etcd cluster.
+
+    As on several controllers, each controller's clients use its own member.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.etcd = self.useFixture(mlaccel_fixtures.EtcdCluster())
+        self.flags(backend_url=self.etcd.url(0), group='mlaccel_statebus')
+
+    def controller_store(self, member):
+        """The pool store as a controller on etcd ``member`` opens it.
+
+        It reaches the shared store through a path of its own, as another
+        host mounts it: a process's own locks of one path then exclude
+        nothing, and only the lock on etcd keeps two claims apart.
+        """
+        path = '%s-controller%d' % (self.store_dir, member)
+        os.symlink(self.store_dir, path)
+        conf = cfg.ConfigOpts()
+        mlaccel_conf.register_opts(conf)
+        conf([], project='mlaccel', default_config_files=[],
+             default_config_dirs=[])
+        conf.set_override('backend_url', self.etcd.url(member),
+                          'mlaccel_statebus')
+        locks = pool_store.BusLocks(conf)
+        self.addCleanup(locks.stop)
+        return pool_store.PoolStore(path, lock=locks)
+
+    def test_launchers_on_two_controllers_race_for_the_last_members(self):
+        self.race_for_the_last_members([
+            self.claimer(self.controller_store(member)) for member in (1, 2)])
 
 
 class _Prefix(set):

@@ -71,8 +71,9 @@ class LeadershipTests:
         self.assertFalse(first.is_leader())
 
     def test_a_killed_leader_s_lock_passes_to_the_other(self):
-        """Bound: the lock's lease (``[mlaccel_pool] leader_lease``, here
-        ``LEASE`` s) and a few rounds after it.
+        """Bound: the lock's lease and a few rounds after it.
+
+        The lease is ``[mlaccel_pool] leader_lease``, here ``LEASE`` s.
 
         A manager process takes the lead and is SIGKILLed; the one left
         leads once the dead one's lock has expired, and not before the

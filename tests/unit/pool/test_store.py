@@ -193,7 +193,8 @@ class TestStore(testcase.TestCase):
                 stopped.append(self)
 
         self.useFixture(fixtures.MonkeyPatch(
-            'mlaccel.statebus.coordinator', lambda conf, member, **kw: Client()))
+            'mlaccel.statebus.coordinator',
+            lambda conf, member, **kw: Client()))
         conf = cfg.ConfigOpts()
         mlaccel_conf.register_opts(conf)
         conf([], project='mlaccel')
