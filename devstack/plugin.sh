@@ -179,6 +179,7 @@ function configure_mlaccel_pool_manager {
     url=$(iniget "$NOVA_CONF" oslo_messaging_notifications transport_url)
     url=${url:-$(iniget "$NOVA_CONF" DEFAULT transport_url)}
     iniset "$conf" mlaccel_pool state_dir "$MLACCEL_POOL_STATE_DIR"
+    iniset "$conf" mlaccel_pool leader_lease "$MLACCEL_POOL_LEADER_LEASE"
     iniset "$conf" mlaccel_statebus backend_url "$MLACCEL_STATEBUS_URL"
     iniset "$conf" mlaccel_launcher callback_host \
         "$MLACCEL_POOL_CALLBACK_HOST"

@@ -208,7 +208,7 @@ class DevstackPluginPhasesTest(testtools.TestCase):
         state_dir = os.path.join(self.tmp, 'data', 'mlaccel', 'pools')
         self.phase('stack', 'post-config', services=services)
         self.phase('stack', 'extra', services=services,
-                   HOST_IP='192.0.2.10')
+                   HOST_IP='192.0.2.10', MLACCEL_POOL_LEADER_LEASE='7')
         self.assertIn('run_process mlaccel-pool-manager %s --config-file '
                       '%s --cloud devstack'
                       % (os.path.join(os.path.dirname(sys.executable),
@@ -227,6 +227,7 @@ class DevstackPluginPhasesTest(testtools.TestCase):
              'store = cli.open_store(conf)\n'
              'print(json.dumps([store.directory, store.keys(),\n'
              '    conf.mlaccel_statebus.backend_url,\n'
+             '    conf.mlaccel_pool.leader_lease,\n'
              '    conf.mlaccel_launcher.callback_host,\n'
              '    conf.mlaccel_launcher.notification_url]))',
              self.pool_conf], capture_output=True, text=True)
@@ -236,7 +237,7 @@ class DevstackPluginPhasesTest(testtools.TestCase):
                               'transport_url') or
                      nova.get('DEFAULT', 'transport_url'))[-1]
         self.assertEqual(
-            [state_dir, [], 'file://' + self.statebus, '192.0.2.10',
+            [state_dir, [], 'file://' + self.statebus, 7, '192.0.2.10',
              transport], json.loads(proc.stdout.splitlines()[-1]))
 
         self.phase('unstack', services=services)

@@ -22,9 +22,11 @@ EPHEMERAL = range(32768, 61000)
 class TestPorts(testcase.TestCase):
 
     def test_no_port_the_kernel_may_give_a_client_socket(self):
-        ports = dataclasses.asdict(layout.Ports())
-        # RabbitMQ's distribution port comes with the AMQP one.
-        used = list(ports.values()) + [ports['amqp'] + 1]
+        used = layout.Ports().all()
+        # RabbitMQ's distribution port comes with the AMQP one, and every
+        # etcd member's client and peer ports with the first's.
+        self.assertEqual(len(dataclasses.astuple(layout.Ports())) + 1
+                         + 2 * layout.ETCD_MEMBERS - 1, len(used))
         self.assertEqual(len(used), len(set(used)))
         self.assertEqual([], [p for p in used if p in EPHEMERAL])
         self.assertTrue(all(1024 < p < 65536 for p in used))
@@ -36,3 +38,24 @@ class TestPorts(testcase.TestCase):
         self.assertEqual(43306, settings.ports.db)
         self.assertEqual(49696, settings.ports.neutron)
         self.assertEqual(layout.Ports().nova, settings.ports.nova)
+
+
+class TestControllers(testcase.TestCase):
+
+    def test_one_controller_runs_on_redis(self):
+        lay = layout.Layout('/nonexistent', layout.Settings())
+        self.assertFalse(lay.etcd)
+        self.assertTrue(lay.statebus_url.startswith('redis://'))
+        self.assertEqual(lay.statebus_url, lay.agents_bus_url)
+        self.assertEqual([], list(lay.extra_controllers()))
+
+    def test_each_controller_on_its_own_etcd_member(self):
+        lay = layout.Layout('/nonexistent', layout.Settings(controllers=2))
+        ports = lay.ports
+        self.assertTrue(lay.etcd)
+        self.assertEqual([2], list(lay.extra_controllers()))
+        urls = [lay.statebus_url, lay.controller_bus_url(2),
+                lay.agents_bus_url]
+        self.assertEqual(['etcd3+http://127.0.0.1:%d?api_version=v3&'
+                          'timeout=10' % ports.etcd_client(m)
+                          for m in range(layout.ETCD_MEMBERS)], urls)

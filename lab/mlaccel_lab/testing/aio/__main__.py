@@ -61,6 +61,11 @@ def _parser():
                              help='leave cinder out')
     up.add_argument('--no-mlaccel', action='store_true',
                     help='stock scheduler: do not run mlaccel-config')
+    up.add_argument('--controllers', type=int, default=1,
+                    help='controllers: 1 (a Redis state bus) or more, each '
+                         'with a nova-scheduler, a cinder-scheduler and a '
+                         'pool manager on its own member of a three-member '
+                         'etcd cluster')
     job.add_argument('--functional-tests', metavar='DIR',
                      help='also run the aio and devstack functional tests '
                           'found in DIR (e.g. ./tests/functional)')
@@ -98,7 +103,7 @@ def main(argv=None):
     if args.command == 'up':
         lay = aio_layout.Layout(args.base, aio_layout.Settings(
             computes=args.computes, cinder=not args.no_cinder,
-            mlaccel=not args.no_mlaccel))
+            mlaccel=not args.no_mlaccel, controllers=args.controllers))
         try:
             cloud.up(lay)
         except BaseException as exc:

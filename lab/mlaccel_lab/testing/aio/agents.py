@@ -53,7 +53,7 @@ def write_config(lay, host, **agent_options):
     configs.write(path, {
         'mlaccel_agent': agent,
         'mlaccel_statebus': {
-            'backend_url': lay.statebus_url,
+            'backend_url': lay.agents_bus_url,
             'host_key_file': configs.host_key_file(lay, host),
             'publisher_state_dir': configs.publisher_state_dir(
                 lay, 'agent-' + host)},
@@ -72,15 +72,19 @@ def start(lay, host):
         env={'OS_CLIENT_CONFIG_FILE': lay.clouds_yaml})
 
 
-def reports(lay):
+def reports(lay, url=None):
     """``{host: report}`` of the computes on the bus now.
 
     Each is checked with the deployment key, as the scheduler checks it.
+
+    :param url: the bus URL to read through (default: the first
+        controller's).
     """
     conf = cfg.ConfigOpts()
     mlaccel_conf.register_opts(conf)
     conf([], default_config_files=[])
-    conf.set_override('backend_url', lay.statebus_url, 'mlaccel_statebus')
+    conf.set_override('backend_url', url or lay.statebus_url,
+                      'mlaccel_statebus')
     conf.set_override('deployment_key_file', lay.path(
         'etc', 'mlaccel', 'statebus-deployment.key'), 'mlaccel_statebus')
     cache = reader.ReportCache(conf)

@@ -19,6 +19,7 @@ happened, checks that no process is left, and prints one table with the
 counts and times of every suite.
 """
 
+import dataclasses
 import os
 import re
 import signal
@@ -46,6 +47,8 @@ UPSTREAM_REGEX = (
 UPSTREAM_EXCLUDE = (r'test_get_hypervisor_uptime|security_group|'
                     r'test_networks|BootFromVolume|volume_backed|from_image')
 FUNCTIONAL_REGEX = r'^tests\.functional\.(aio|devstack)\.'
+#: The tests of a cloud of several controllers, run on one of their own.
+CONTROLLERS_REGEX = r'^tests\.functional\.aio\.test_controllers\.'
 
 _COUNT = re.compile(r'^ - (Passed|Failed|Skipped): (\d+)\s*$')
 #: subunit-trace's line of a failed test: ``{0} test.id [1.2s] ... FAILED``.
@@ -116,33 +119,71 @@ def run(lay, functional_dir=None, upstream=True):
                 lay, workspace, UPSTREAM_REGEX, UPSTREAM_EXCLUDE),
                 workspace, env))
         if functional_dir:
-            root = os.path.dirname(os.path.dirname(
-                os.path.abspath(functional_dir)))
-            functional_env = dict(env, **{aio_layout.BASE_ENV: lay.base})
-            # Nova's functional fixtures patch eventlet in unless told not.
-            functional_env.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING',
-                                      '1')
-            results.append(run_suite('functional (aio, devstack)', [
-                lay.bin('python'), '-m', 'stestr', '--test-path',
-                os.path.abspath(functional_dir), '--top-dir', root, 'run',
-                FUNCTIONAL_REGEX], root, functional_env))
+            results.append(run_suite('functional (aio, devstack)',
+                                     functional_argv(
+                                         lay, functional_dir,
+                                         FUNCTIONAL_REGEX, CONTROLLERS_REGEX),
+                                     *functional_env(lay, functional_dir)))
     except (Exception, KeyboardInterrupt) as exc:
         failure = '%s: %s' % (type(exc).__name__, exc)
     finally:
+        failure = teardown(lay, results) or failure
+    if functional_dir and failure is None:
+        # A second cloud: two controllers on etcd, and their own tests.
+        multi = aio_layout.Layout(lay.base + '-controllers',
+                                  dataclasses.replace(lay.settings,
+                                                      controllers=2))
         try:
-            seconds = cloud.down(lay, purge=True)
-            results.append({'suite': 'teardown (no process left)',
+            bringup = cloud.up(multi)
+            results.append({'suite': 'bring-up, two controllers',
                             'passed': 1, 'failed': 0, 'skipped': 0,
-                            'exit_code': 0, 'seconds': seconds})
-        except procs.ServiceError as exc:
-            failure = failure or str(exc)
-            results.append({'suite': 'teardown (no process left)',
-                            'passed': 0, 'failed': 1, 'skipped': 0,
-                            'exit_code': 1, 'seconds': 0})
+                            'exit_code': 0,
+                            'seconds': bringup['total_seconds']})
+            results.append(run_suite('functional (two controllers)',
+                                     functional_argv(multi, functional_dir,
+                                                     CONTROLLERS_REGEX),
+                                     *functional_env(multi, functional_dir)))
+        except (Exception, KeyboardInterrupt) as exc:
+            failure = '%s: %s' % (type(exc).__name__, exc)
+        finally:
+            failure = teardown(multi, results) or failure
     print_summary(results, time.monotonic() - started, failure)
     ok = failure is None and all(r['exit_code'] == 0 and not r['failed']
                                  for r in results)
     return 0 if ok else 1
+
+
+def functional_env(lay, functional_dir):
+    """``(cwd, environment)`` of the functional tests on cloud ``lay``."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(functional_dir)))
+    env = dict(procs.environ(lay), **{aio_layout.BASE_ENV: lay.base})
+    # Nova's functional fixtures patch eventlet in unless told not.
+    env.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING', '1')
+    return root, env
+
+
+def functional_argv(lay, functional_dir, regex, exclude=None):
+    root = functional_env(lay, functional_dir)[0]
+    argv = [lay.bin('python'), '-m', 'stestr', '--test-path',
+            os.path.abspath(functional_dir), '--top-dir', root, 'run']
+    if exclude:
+        argv += ['--exclude-regex', exclude]
+    return argv + [regex]
+
+
+def teardown(lay, results):
+    """Take ``lay`` down, purged; record it; return a failure or None."""
+    try:
+        seconds = cloud.down(lay, purge=True)
+    except procs.ServiceError as exc:
+        results.append({'suite': 'teardown (no process left)',
+                        'passed': 0, 'failed': 1, 'skipped': 0,
+                        'exit_code': 1, 'seconds': 0})
+        return str(exc)
+    results.append({'suite': 'teardown (no process left)',
+                    'passed': 1, 'failed': 0, 'skipped': 0,
+                    'exit_code': 0, 'seconds': seconds})
+    return None
 
 
 def print_summary(results, seconds, failure):

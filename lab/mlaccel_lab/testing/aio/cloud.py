@@ -35,9 +35,11 @@ from mlaccel_lab.testing.aio import pools
 from mlaccel_lab.testing.aio import procs
 
 #: Services the others need; ``down`` stops them last.
-INFRA = ('mariadb', 'epmd', 'rabbitmq', 'redis')
-NOVA = ('nova-conductor', 'nova-scheduler')
+INFRA = ('mariadb', 'epmd', 'rabbitmq', 'redis') + tuple(
+    'etcd-%d' % member for member in range(aio_layout.ETCD_MEMBERS))
 CINDER = ('cinder-api', 'cinder-scheduler', 'cinder-volume')
+#: What every controller after the first runs, beside its pool manager.
+CONTROLLER = ('nova-scheduler', 'cinder-scheduler')
 #: The cinder backend section (file-backed volumes) the mirror wraps.
 CINDER_BACKEND = 'file'
 
@@ -124,10 +126,13 @@ def start_infra(lay):
                               '-address', '127.0.0.1'], env=_erl(lay))
     procs.wait_port(lay, 'epmd', lay.ports.epmd, 20)
     start_rabbitmq(lay)
-    procs.start(lay, 'redis', [
-        'redis-server', '--bind', '127.0.0.1', '--port',
-        str(lay.ports.redis), '--save', '', '--appendonly', 'no',
-        '--dir', lay.path('run')])
+    if lay.etcd:
+        start_etcd(lay)
+    else:
+        procs.start(lay, 'redis', [
+            'redis-server', '--bind', '127.0.0.1', '--port',
+            str(lay.ports.redis), '--save', '', '--appendonly', 'no',
+            '--dir', lay.path('run')])
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -143,8 +148,43 @@ def start_infra(lay):
                "CREATE DATABASE IF NOT EXISTS %s; GRANT ALL ON %s.* TO "
                "'%s'@'127.0.0.1';" % (db, db, aio_layout.DB_USER)
                for db in aio_layout.DATABASES))
-    procs.wait_port(lay, 'redis', lay.ports.redis, 30)
+    if lay.etcd:
+        for member in range(aio_layout.ETCD_MEMBERS):
+            procs.wait_port(lay, 'etcd-%d' % member,
+                            lay.ports.etcd_client(member), 60,
+                            probe=etcd_serves)
+    else:
+        procs.wait_port(lay, 'redis', lay.ports.redis, 30)
     procs.wait_port(lay, 'rabbitmq', lay.ports.amqp, 120)
+
+
+def start_etcd(lay, member=None):
+    """Start the etcd cluster's members (or one, again, with its data)."""
+    ports = lay.ports
+    initial = ','.join('etcd-%d=http://127.0.0.1:%d' % (m, ports.etcd_peer(m))
+                       for m in range(aio_layout.ETCD_MEMBERS))
+    for m in range(aio_layout.ETCD_MEMBERS) if member is None else [member]:
+        client = 'http://127.0.0.1:%d' % ports.etcd_client(m)
+        peer = 'http://127.0.0.1:%d' % ports.etcd_peer(m)
+        procs.start(lay, 'etcd-%d' % m, [
+            'etcd', '--name', 'etcd-%d' % m,
+            '--data-dir', lay.path('data', 'etcd-%d' % m),
+            '--listen-client-urls', client, '--advertise-client-urls', client,
+            '--listen-peer-urls', peer,
+            '--initial-advertise-peer-urls', peer,
+            '--initial-cluster', initial, '--initial-cluster-state', 'new',
+            '--initial-cluster-token', 'mlaccel-aio', '--log-level', 'warn'])
+
+
+def etcd_serves(port):
+    """Whether the etcd member on ``port`` serves a linearizable read."""
+    import requests
+    try:
+        requests.post('http://127.0.0.1:%d/v3/kv/range' % port,
+                      json={'key': 'aGVhbHRo'}, timeout=1).raise_for_status()
+        return True
+    except requests.RequestException:
+        return False
 
 
 def _wsgi(lay, name, port, module, env=None, extra=()):
@@ -266,21 +306,46 @@ def start_services(lay):
     _wsgi(lay, 'nova-api', lay.ports.nova,
           'nova.wsgi.osapi_compute:application',
           env={'OS_NOVA_CONFIG_DIR': os.path.join(etc, 'nova')})
-    nova_conf = ['--config-file', os.path.join(etc, 'nova', 'nova.conf')]
-    for name in NOVA:
-        procs.start(lay, name, [lay.bin(name), *nova_conf])
+    procs.start(lay, 'nova-conductor', [
+        lay.bin('nova-conductor'), '--config-file',
+        os.path.join(etc, 'nova', 'nova.conf')])
+    for controller in controllers(lay):
+        start_controller_service(lay, 'nova-scheduler', controller)
     if lay.settings.cinder:
         cinder_conf = ['--config-file',
                        os.path.join(etc, 'cinder', 'cinder.conf')]
         _wsgi(lay, 'cinder-api', lay.ports.cinder,
               'cinder.wsgi.api:application',
               extra=('--pyargv', ' '.join(cinder_conf)))
-        for name in CINDER[1:]:
-            procs.start(lay, name, [lay.bin(name), *cinder_conf])
+        for controller in controllers(lay):
+            start_controller_service(lay, 'cinder-scheduler', controller)
+        procs.start(lay, 'cinder-volume', [lay.bin('cinder-volume'),
+                                           *cinder_conf])
     for name in ('glance', 'placement', 'neutron', 'nova-api') + (
             ('cinder-api',) if lay.settings.cinder else ()):
         port = getattr(lay.ports, name.replace('-api', ''))
         procs.wait_port(lay, name, port, 120, probe=procs.http_answers)
+
+
+def controllers(lay):
+    """The cloud's controllers, numbered from 1."""
+    return range(1, lay.settings.controllers + 1)
+
+
+def controller_service(name, controller):
+    """Service ``name`` (e.g. nova-scheduler) of controller 1, 2, ..."""
+    return name if controller == 1 else '%s-controller%d' % (name, controller)
+
+
+def start_controller_service(lay, name, controller=1):
+    """Start ``name`` (one of :data:`CONTROLLER`) of ``controller``."""
+    service = name.split('-')[0]
+    argv = [lay.bin(name), '--config-file',
+            lay.path('etc', service, service + '.conf')]
+    if controller > 1:
+        argv += ['--config-file',
+                 configs.controller_file(lay, service, controller)]
+    return procs.start(lay, controller_service(name, controller), argv)
 
 
 def start_compute(lay, host, agent=True):
@@ -300,7 +365,7 @@ def stop_compute(lay, host, agent=True, timeout=STOP_TIMEOUT):
     procs.stop(lay, 'nova-compute-' + host, timeout)
 
 
-def _reported_since(service, since):
+def reported_since(service, since):
     """Whether the service reported in after ``since`` (UNIX time).
 
     A restarted service's record still says "up" from its previous run.
@@ -317,7 +382,7 @@ def wait_service_up(lay, conn, binary, since, timeout=120.0):
 def wait_compute_up(lay, conn, host, since, timeout=120.0):
     """Wait until nova-compute on ``host``, started at ``since``, is up."""
     deadline = time.monotonic() + timeout
-    while not any(_reported_since(svc, since) for svc in
+    while not any(reported_since(svc, since) for svc in
                   conn.compute.services(binary='nova-compute', host=host)):
         if not procs.running(lay, 'nova-compute-' + host):
             raise procs.ServiceError('nova-compute on %s died:\n%s' % (
@@ -334,7 +399,7 @@ def _wait_service_up(lay, conn, binary, since, deadline, api='compute'):
     """
     while True:
         try:
-            if any(_reported_since(svc, since) for svc in
+            if any(reported_since(svc, since) for svc in
                    getattr(conn, api).services(binary=binary)):
                 return
         except Exception:  # nova-api may still be loading its app
@@ -361,7 +426,7 @@ def start_computes(lay, conn, since, timeout=180):
     want = set(lay.compute_hosts())
     while True:
         up = {svc.host for svc in conn.compute.services(binary='nova-compute')
-              if _reported_since(svc, since)}
+              if reported_since(svc, since)}
         if want <= up:
             break
         for host in want - up:
@@ -478,9 +543,12 @@ def restart_cinder(lay, conn=None, timeout=120.0, mirror=None):
     conn = conn or connect(lay)
     argv = ['--config-file', lay.path('etc', 'cinder', 'cinder.conf')]
     since = time.time()
-    for name in CINDER[1:]:
-        procs.stop(lay, name, STOP_TIMEOUT)
-        procs.start(lay, name, [lay.bin(name), *argv])
+    for controller in controllers(lay):
+        procs.stop(lay, controller_service('cinder-scheduler', controller),
+                   STOP_TIMEOUT)
+        start_controller_service(lay, 'cinder-scheduler', controller)
+    procs.stop(lay, 'cinder-volume', STOP_TIMEOUT)
+    procs.start(lay, 'cinder-volume', [lay.bin('cinder-volume'), *argv])
     deadline = time.monotonic() + timeout
     for name in CINDER[1:]:
         _wait_service_up(lay, conn, name, since, deadline, 'block_storage')
@@ -535,7 +603,8 @@ def _up(lay):
         agents.write_configs(lay)
     clock.mark('configuration written')
     start_infra(lay)
-    clock.mark('MariaDB, RabbitMQ, Redis up')
+    clock.mark('MariaDB, RabbitMQ, %s up' % (
+        'etcd' if lay.etcd else 'Redis'))
     futures = sync_schemas(lay) if first else []
     if first:
         bootstrap_keystone(lay)
@@ -563,7 +632,7 @@ def _up(lay):
     make_test_resources(lay, conn)
     if lay.settings.mlaccel:
         pools.write_config(lay)
-        pools.start_manager(lay)
+        pools.start_managers(lay)
     open(lay.path('run', 'bootstrapped'), 'w').close()
     clock.mark('test image and flavors ready')
     result = {'steps': clock.steps, 'total_seconds': clock.total()}

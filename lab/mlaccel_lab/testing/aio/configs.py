@@ -281,6 +281,26 @@ def cinder(lay):
     })
 
 
+def controller_file(lay, service, controller):
+    """The file controller 2, 3, ... reads after ``service``'s shared one.
+
+    ``service`` is ``nova``, ``cinder`` or ``mlaccel`` (its pool
+    manager); the file names its host and its local etcd member.
+    """
+    return lay.path('etc', service, 'controller%d.conf' % controller)
+
+
+def controllers(lay):
+    """The files of the controllers after the first, if any."""
+    for controller in lay.extra_controllers():
+        bus = {'mlaccel_statebus': {
+            'backend_url': lay.controller_bus_url(controller)}}
+        host = {'DEFAULT': {'host': 'aio-controller%d' % controller}}
+        for service in ('nova', 'cinder', 'mlaccel'):
+            write(controller_file(lay, service, controller),
+                  dict(bus, **host) if service != 'mlaccel' else bus)
+
+
 def clouds_yaml(lay):
     auth = lay.admin_auth()
     keys = ('auth_url', 'username', 'password', 'project_name',
@@ -302,4 +322,5 @@ def write_all(lay):
     nova(lay)
     if lay.settings.cinder:
         cinder(lay)
+    controllers(lay)
     clouds_yaml(lay)

@@ -58,11 +58,12 @@ def set_scheduler(lay, conn, enabled):
         argv += ['--statebus-url', lay.statebus_url]
     if mlaccel_config.main(argv):
         raise procs.ServiceError('mlaccel-config %s failed' % argv[0])
-    procs.stop(lay, 'nova-scheduler')
+    for controller in cloud.controllers(lay):
+        procs.stop(lay, cloud.controller_service('nova-scheduler',
+                                                 controller))
     since = time.time()
-    procs.start(lay, 'nova-scheduler', [
-        lay.bin('nova-scheduler'), '--config-file',
-        lay.path('etc', 'nova', 'nova.conf')])
+    for controller in cloud.controllers(lay):
+        cloud.start_controller_service(lay, 'nova-scheduler', controller)
     cloud.wait_service_up(lay, conn, 'nova-scheduler', since)
 
 

@@ -32,6 +32,8 @@ REGION = 'RegionOne'
 SERVICE_USERS = ('glance', 'placement', 'nova', 'cinder')
 DATABASES = ('keystone', 'glance', 'placement', 'nova_api', 'nova',
              'nova_cell0', 'cinder')
+#: Members of the etcd cluster of a cloud of several controllers.
+ETCD_MEMBERS = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,11 +57,23 @@ class Ports:
     nova: int = 28774
     neutron: int = 29696
     cinder: int = 28776
+    #: The first etcd member's client port; member ``m`` listens for
+    #: clients on ``etcd + m`` and for its peers on ``etcd + 10 + m``.
+    etcd: int = 22379
 
     def all(self):
         """Every port the cloud binds, RabbitMQ's distribution port too."""
         ports = list(dataclasses.astuple(self))
-        return ports + [self.amqp + 1]
+        return ports + [self.amqp + 1] + [
+            port for m in range(ETCD_MEMBERS) for port in (
+                self.etcd_client(m), self.etcd_peer(m))
+            if port != self.etcd]
+
+    def etcd_client(self, member):
+        return self.etcd + member
+
+    def etcd_peer(self, member):
+        return self.etcd + 10 + member
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +83,10 @@ class Settings:
     computes: int = 2
     cinder: bool = True
     mlaccel: bool = True
+    #: Controllers: one, on a Redis state bus; or several, each running a
+    #: nova-scheduler, a cinder-scheduler and a pool manager on its own
+    #: member of a three-member etcd cluster.
+    controllers: int = 1
     ports: Ports = Ports()
 
     def to_dict(self):
@@ -142,8 +160,34 @@ class Layout:
         return 'rabbit://guest:guest@127.0.0.1:%d/' % self.ports.amqp
 
     @property
+    def etcd(self):
+        """Whether the state bus is an etcd cluster (several controllers)."""
+        return self.settings.controllers > 1
+
+    @property
     def statebus_url(self):
+        """The bus URL of the first controller's services."""
+        if self.etcd:
+            return self.etcd_url(0)
         return 'redis://127.0.0.1:%d?timeout=10' % self.ports.redis
+
+    def etcd_url(self, member):
+        return 'etcd3+http://127.0.0.1:%d?api_version=v3&timeout=10' % (
+            self.ports.etcd_client(member))
+
+    def extra_controllers(self):
+        """The numbers of the controllers after the first (2, 3, ...)."""
+        return range(2, self.settings.controllers + 1)
+
+    def controller_bus_url(self, controller):
+        """Controller ``controller``'s (1, 2, ...) local etcd member."""
+        return self.etcd_url((controller - 1) % ETCD_MEMBERS)
+
+    @property
+    def agents_bus_url(self):
+        """The compute nodes' agents' bus: the last etcd member, or Redis."""
+        return self.etcd_url(ETCD_MEMBERS - 1) if self.etcd \
+            else self.statebus_url
 
     def url(self, service, suffix=''):
         return 'http://127.0.0.1:%d%s' % (getattr(self.ports, service),

@@ -50,6 +50,31 @@ def write_config(lay, interval=1.0):
     return path
 
 
+def controller_service(controller):
+    """The pool manager service of controller 2, 3, ..."""
+    return '%s-controller%d' % (SERVICE, controller)
+
+
+def start_managers(lay):
+    """Start the pool manager of every controller."""
+    for name in managers(lay):
+        start_controller_manager(lay, name)
+
+
+def managers(lay):
+    """The pool manager services of the cloud's controllers."""
+    return [SERVICE] + [controller_service(controller)
+                        for controller in lay.extra_controllers()]
+
+
+def start_controller_manager(lay, name):
+    """Start the manager ``name`` of :func:`managers` with its files."""
+    controller = managers(lay).index(name) + 1
+    return start_manager(lay, name, [
+        configs.controller_file(lay, 'mlaccel', controller)]
+        if controller > 1 else [])
+
+
 def start_manager(lay, name=SERVICE, more_config_files=()):
     """Start ``mlaccel-pool-manager`` as service ``name`` of the cloud.
 

@@ -151,6 +151,19 @@ def stop(layout, name, timeout=10.0):
     return killed
 
 
+def kill(layout, name):
+    """SIGKILL the service's process group at once, as a crash does."""
+    pid = _read_pid(layout, name)
+    if pid is not None:
+        _signal_group(pid, signal.SIGKILL)
+        while _group_alive(pid):
+            time.sleep(0.05)
+    try:
+        os.unlink(_pid_file(layout, name))
+    except FileNotFoundError:
+        pass
+
+
 def marked(base):
     """Pids of live processes carrying ``base``'s marker."""
     return guests.with_environ(aio_layout.MARKER_ENV, base)
