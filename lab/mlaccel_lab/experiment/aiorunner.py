@@ -385,8 +385,9 @@ class AioRunner(runner_mod.TaskRunner):
         idle = members = 0.0
         if arm.on(arms_mod.POOL):
             idle = aiostate.idle_seconds(self.store)
+            # Members still building at the end count up to now.
             members = aiostate.member_seconds(
-                self.store, self.pool_conf.mlaccel_pool) - \
+                self.store, self.pool_conf.mlaccel_pool, self.conn) - \
                 self._members_before
         return {'glance_bytes': glance, 'volume_copies': copies,
                 'pool_idle_vm_seconds': idle,

@@ -30,6 +30,7 @@ from mlaccel.cmd import cinder_config
 from mlaccel.cmd import config as mlaccel_config
 from mlaccel import conf as mlaccel_conf
 from mlaccel import inifile
+from mlaccel.nova import actions
 from mlaccel.pool import cli as pool_cli
 from mlaccel.pool import demand as pool_demand
 from mlaccel.pool import members as pool_members
@@ -186,16 +187,27 @@ def forget_demand(store, project_id):
         doc.update(pool_demand.empty(project_id))
 
 
-def member_seconds(store, group):
-    """Every pool's member VM-seconds so far: build, boot, preload, idle."""
+def member_seconds(store, group, conn=None):
+    """Every pool's member VM-seconds so far: build, boot, preload, idle.
+
+    With ``conn``, also the members still being built: servers Nova lists
+    under a pool's name that its state does not hold yet, each from its
+    create request until now.
+    """
     now = time.time()
     total = 0.0
     for key in store.keys():
         try:
-            total += pool_cli.summary(store.read(key), group, now)[
-                'member_vm_s']
+            state = store.read(key)
         except pool_store.NoSuchPool:
             continue
+        total += pool_cli.summary(state, group, now)['member_vm_s']
+        if conn is not None:
+            total += sum(
+                now - actions.parse_time(server.created_at)
+                for server in conn.compute.servers(
+                    name=pool_members.name_filter(key))
+                if server.id not in state['members'] and server.created_at)
     return total
 
 

@@ -15,19 +15,25 @@ user-data and console times, boot volumes, pool bounds, the log costs."""
 
 import base64
 import os
+import types
 
 import fixtures
 
 from mlaccel.launcher import servers
+from mlaccel.pool import members as pool_members
+from mlaccel.pool import spec as pool_spec
+from mlaccel.pool import store as pool_store
 from mlaccel.tasks import clip
 from mlaccel_lab.experiment import aiocosts
 from mlaccel_lab.experiment import aiorunner
+from mlaccel_lab.experiment import aiostate
 from mlaccel_lab.experiment import arms
 from mlaccel_lab.experiment import coldlaunch
 from mlaccel_lab.experiment import workload as wl
 from mlaccel_lab.testing.aio import layout as aio_layout
 from mlaccel_lab.testing.aio import procs
 from mlaccel_lab.testing import cloudinit
+from tests import fixtures as mlaccel_fixtures
 from tests import testcase
 
 IMAGE = '0f1e2d3c-4b5a-4968-8776-655443322110'
@@ -139,3 +145,40 @@ class LogCostsTest(testcase.TestCase):
         os.unlink(procs.log_path(self.lay, 'nova-compute-aio2'))
         self.log('nova-compute-aio2', 'Fetched image %s (5 bytes)\n' % IMAGE)
         self.assertEqual([('aio2', IMAGE, 5)], mark.fetches())
+
+
+class MemberSecondsTest(testcase.TestCase):
+    """Member VM-seconds of a real pool store.
+
+    Nova's server list is a stand-in (no cloud here) listing what a
+    manager in the middle of a build looks like.
+    """
+
+    def test_members_still_building_count_from_their_create_request(self):
+        store = pool_store.PoolStore(self.useFixture(
+            fixtures.TempDir()).path)
+        spec = pool_spec.PoolSpec('p', IMAGE, 'f')
+        with store.transaction(spec.key, create=pool_store.new_state(
+                spec, 1, 1, 1)) as state:
+            state['stats']['build_vm_s'] = 30.0
+            state['members']['held'] = {
+                'server_id': 'held', 'state': pool_store.IDLE,
+                'ready_at': None, 'idle_since': None}
+        group = self.useFixture(mlaccel_fixtures.Conf()).conf.mlaccel_pool
+        created = '2026-12-05T07:00:00Z'
+        servers = [types.SimpleNamespace(id='held', created_at=created),
+                   types.SimpleNamespace(id='building', created_at=created)]
+        asked = []
+
+        class Compute:
+            def servers(self, name):
+                asked.append(name)
+                return servers
+        conn = types.SimpleNamespace(compute=Compute())
+        self.useFixture(fixtures.MonkeyPatch(
+            'time.time', lambda: 1796454000.0 + 42.0))  # 07:00:42 UTC
+        without = aiostate.member_seconds(store, group)
+        self.assertEqual(30.0, without)
+        self.assertEqual(30.0 + 42.0,
+                         aiostate.member_seconds(store, group, conn))
+        self.assertEqual([pool_members.name_filter(spec.key)], asked)
