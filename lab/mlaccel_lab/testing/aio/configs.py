@@ -157,6 +157,11 @@ def nova(lay):
     }
     if lay.settings.cinder:
         sections['cinder'] = _client(lay, 'nova')
+    if lay.etcd:
+        # A call to a scheduler that was killed holding it fails after
+        # this many seconds without a heartbeat (60 by default): the
+        # failure tests of several controllers wait for it.
+        sections['DEFAULT']['rpc_response_timeout'] = 20
     # Signed host reports: the scheduler holds the deployment key, each
     # compute only its own derived key.
     host_keys = {host: host_key_file(lay, host)
