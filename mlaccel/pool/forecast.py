@@ -29,12 +29,22 @@ going on, and for nine days in ten of the usual one.
 
 The budget's allocation (:mod:`mlaccel.pool.allocation`) needs the chance
 that an m-th warm member is asked for within a lead time around now: the
-share of the horizon's time at which the next lead time held at least m
-asked VMs, the larger of the recent and the daily horizon's share. A key
-asked for once an hour has about a lead time in an hour of chance, however
-many days it was asked for; a peak alone would say "every day". Simple on
-purpose: measured shares of time, no fitted model to go wrong on a new
-key; a key with no recorded asks forecasts nothing.
+share of the observed time at which the next lead time held at least m
+asked VMs, over the recent and the daily horizon's windows together, each
+second of them counting once. A key asked for once an hour has about a
+lead time in an hour of chance, however many days it was asked for; a peak
+alone would say "every day". The two horizons are pooled, not the larger
+of their two shares taken: the recent horizon is half an hour, the daily
+one up to fourteen hours, and the larger of two estimates is biased up,
+most for the noisier one. A key asked for twice a day whose last ask was
+ten minutes ago had a recent share of a lead time in half an hour, as
+likely as a key asked for every quarter of an hour, and took members from
+the keys that are asked for all day (measured with ``python -m
+mlaccel_lab.bench pools-demand``: see the pools guide). A burst going on
+still counts: its asks raise the key's target at once, and its share of
+the observed time. Simple on purpose: measured shares of time, no fitted
+model to go wrong on a new key; a key with no recorded asks forecasts
+nothing.
 """
 
 import bisect
@@ -52,7 +62,7 @@ class Forecast:
     :ivar target: the VMs to keep warm.
     :ivar tail: ``tail[m - 1]`` is the chance that at least ``m`` VMs are
         asked for within a lead time around now, for ``m`` up to the
-        largest peak seen.
+        largest peak seen: the share of the horizons' observed time.
     :ivar windows: how many periods the figures rest on (the days of the
         daily horizon and the recent one).
     """
@@ -162,12 +172,10 @@ def forecast(asks, now, lead, quantile_=0.9, recent=1800.0, days=7,
              if now - day * DAY + daily_span >= first]
     target = max(recent_peak, quantile(daily, quantile_))
     top = max(daily + [recent_peak])
-    recent_share = share_at_least(
-        coverage(asks, now - recent, now, lead), top)
-    daily_seconds = collections.Counter()
+    # Every observed second counts once, the recent horizon's and the daily
+    # one's alike (not the larger of their two shares: see above).
+    seconds = coverage(asks, now - recent, now, lead)
     for day in range(1, len(daily) + 1):
-        daily_seconds.update(coverage(asks, now - day * DAY - daily_span,
-                                      now - day * DAY + daily_span, lead))
-    daily_share = share_at_least(daily_seconds, top)
-    tail = tuple(max(r, d) for r, d in zip(recent_share, daily_share))
-    return Forecast(target, tail, len(daily) + 1)
+        seconds.update(coverage(asks, now - day * DAY - daily_span,
+                                now - day * DAY + daily_span, lead))
+    return Forecast(target, share_at_least(seconds, top), len(daily) + 1)

@@ -86,8 +86,35 @@ class ForecastTest(testcase.TestCase):
         asks = [(h * 3600.0, 1) for h in range(7 * 24)]
         f = forecast.forecast(asks, 7 * DAY + 1800.0, LEAD)
         self.assertEqual(1, f.target)
-        self.assertAlmostEqual(LEAD / 3600.0, f.chance(1), places=6)
+        # Seven daily windows of two hours, each with two lead times held
+        # by an ask, and the last half hour, with none.
+        self.assertAlmostEqual(7 * 2 * LEAD / (7 * 7200.0 + 1800.0),
+                               f.chance(1), places=9)
+        self.assertAlmostEqual(LEAD / 3600.0, f.chance(1), places=2)
         self.assertEqual(0.0, f.chance(2))
+
+    def test_one_recent_ask_does_not_make_a_rare_key_likely(self):
+        """The horizons' time is pooled, not the larger share taken.
+
+        A key asked for twice a day, last ten minutes ago, against one
+        asked for every quarter of an hour for a week: the half hour's one
+        ask said a lead time in half an hour, as likely as the steady key,
+        when the week says a sixth of that.
+        """
+        now = 7 * DAY + 12 * 3600.0
+        steady = [(t * 900.0, 1) for t in range(int(now // 900.0))]
+        rare = [(day * DAY + h * 3600.0, 1) for day in range(7)
+                for h in (3, 15)] + [(now - 600.0, 1)]
+        steady_f = forecast.forecast(steady, now, LEAD)
+        rare_f = forecast.forecast(rare, now, LEAD)
+        self.assertEqual(1, rare_f.target)   # the ask still counts
+        self.assertGreater(rare_f.chance(1), 0.0)
+        self.assertLess(rare_f.chance(1), steady_f.chance(1) / 4)
+        # The recent half hour alone held an ask for a lead time of it.
+        recent = forecast.share_at_least(
+            forecast.coverage(rare, now - 1800.0, now, LEAD), 1)[0]
+        self.assertAlmostEqual(LEAD / 1800.0, recent)
+        self.assertGreater(recent, steady_f.chance(1) / 2)
 
     def test_a_recurring_burst_is_likely_around_its_time_of_day(self):
         # Day d brings a burst of d % 3 + 1 VMs at 1:00, one every 10 s.
