@@ -141,13 +141,8 @@ def stop(layout, name, timeout=10.0):
             time.sleep(0.1)
         if _group_alive(pid):
             killed = True
-            _signal_group(pid, signal.SIGKILL)
-            while _group_alive(pid):
-                time.sleep(0.05)
-    try:
-        os.unlink(_pid_file(layout, name))
-    except FileNotFoundError:
-        pass
+            _kill_group(pid)
+    _forget(layout, name)
     return killed
 
 
@@ -155,9 +150,17 @@ def kill(layout, name):
     """SIGKILL the service's process group at once, as a crash does."""
     pid = _read_pid(layout, name)
     if pid is not None:
-        _signal_group(pid, signal.SIGKILL)
-        while _group_alive(pid):
-            time.sleep(0.05)
+        _kill_group(pid)
+    _forget(layout, name)
+
+
+def _kill_group(pid):
+    _signal_group(pid, signal.SIGKILL)
+    while _group_alive(pid):
+        time.sleep(0.05)
+
+
+def _forget(layout, name):
     try:
         os.unlink(_pid_file(layout, name))
     except FileNotFoundError:
