@@ -49,7 +49,8 @@ boot, preload and idle); a hit saves the fresh overhead of a VM less the
 claim's own. The model's assumptions (lead time, fresh overhead, manager
 interval, image popularity, flavors) are printed first. The last line is
 ``RESULT learned_vs_hindsight_static=<x> saved_share_of_oracle_pct=<y>
-hit_rate_pct=<z> idle_s_per_saved_s=<w> budget_exceeded=<n>``.
+hit_rate_pct=<z> idle_s_per_saved_s=<w> budget_exceeded=<n>``, whose
+ratio is the one at equal member VM-seconds, at the default budget.
 """
 
 import argparse
@@ -457,16 +458,18 @@ def main(argv=None):
     print('learned / hindsight static saved, at each budget\'s cost: %s'
           % ', '.join('%d/%.0fh %.2f' % (b[0], b[1], ratio(out, h))
                       for b, out, h in zip(BUDGETS, budgets, hindsights)))
+    at_equal_cost = [out.saved_s / saved if saved else float('inf')
+                     for out, saved in zip(budgets, equal)]
     print('learned / hindsight static saved at equal member VM-seconds '
           '(the next static member kept for the share of the stream the '
-          'rest pays for): %s' % ', '.join(
-              '%d/%.0fh %.2f' % (b[0], b[1], out.saved_s / saved
-                                 if saved else float('inf'))
-              for b, out, saved in zip(BUDGETS, budgets, equal)))
+          'rest pays for; the RESULT line\'s ratio): %s' % ', '.join(
+              '%d/%.0fh %.2f' % (b[0], b[1], r)
+              for b, r in zip(BUDGETS, at_equal_cost)))
     print('RESULT learned_vs_hindsight_static=%.2f '
           'saved_share_of_oracle_pct=%.1f hit_rate_pct=%.1f '
           'idle_s_per_saved_s=%.2f budget_exceeded=%d' % (
-              ratio(default, best), 100.0 * default.saved_s / oracle.saved_s
+              at_equal_cost[DEFAULT_BUDGET],
+              100.0 * default.saved_s / oracle.saved_s
               if oracle.saved_s else 0.0, default.hit_rate_pct,
               default.member_s / default.saved_s if default.saved_s
               else float('inf'),
