@@ -195,7 +195,8 @@ def task_rows(results, arm):
     Each row: ``key`` ``(repetition, task)``, every stage's seconds,
     ``waiting`` (:func:`waiting`), ``overhead`` (waiting + scheduling +
     creation + buffering: the task's arrival to its first step),
-    ``total`` (arrival to the end).
+    ``total`` (arrival to the end), ``hit`` (every VM of the task came
+    from a warm pool).
     """
     rows = []
     for run, rec, why in _records(results, arm):
@@ -206,6 +207,8 @@ def task_rows(results, arm):
             row['overhead'] = row['waiting'] + sum(row[s] for s in PRE_RUN)
             row['total'] = row['waiting'] + rec['timeline']['total']
             row['key'] = (run['repetition'], rec['experiment_task'])
+            row['hit'] = bool(rec['vms']) and all(
+                vm.get('pool') is not None for vm in rec['vms'])
             rows.append(row)
     return rows
 

@@ -15,6 +15,8 @@
 import os
 import tempfile
 
+import fixtures
+
 from mlaccel_lab.experiment import arms
 from mlaccel_lab.experiment import calibration
 from mlaccel_lab.experiment import production
@@ -134,6 +136,46 @@ class TestValidate(testcase.TestCase):
                       ('creation', 'buffering', validation.MEDIAN))
         self.assertGreater(abs(worst.error), validation.TOLERANCE)
         self.assertIn('validation FAILED', checked.format())
+
+
+class TestMediansByKind(testcase.TestCase):
+    """A pooled arm's overhead is bimodal: hits and misses judged apart."""
+
+    def rows(self, hits, misses):
+        return [{'overhead': o, 'hit': True} for o in hits] + [
+            {'overhead': o, 'hit': False} for o in misses]
+
+    def cells(self, measured_rows, simulated_rows):
+        measured, simulated = {}, {}
+        rows = {id(measured): measured_rows, id(simulated): simulated_rows}
+        self.useFixture(fixtures.MonkeyPatch(
+            'mlaccel_lab.experiment.results.task_rows',
+            lambda results, arm: rows[id(results)]))
+        return {c.field: c for c in validation._medians_by_kind(
+            measured, simulated, 'mlaccel')}
+
+    def test_each_mode_is_judged_by_its_own_median(self):
+        # 58 % hits measured, 50 % simulated: the mixtures' medians are
+        # 0.4 s and 6.2 s, yet each mode is simulated within 10 %.
+        cells = self.cells(self.rows([0.4] * 7, [12.0] * 5),
+                           self.rows([0.44] * 6, [11.0] * 6))
+        hits = cells[validation.MEDIAN_OF[True]]
+        misses = cells[validation.MEDIAN_OF[False]]
+        self.assertTrue(hits.judged and misses.judged)
+        self.assertTrue(hits.within(validation.TOLERANCE))
+        self.assertTrue(misses.within(validation.TOLERANCE))
+        self.assertAlmostEqual(0.1, hits.error)
+
+    def test_a_mode_off_by_more_than_the_tolerance_fails(self):
+        cells = self.cells(self.rows([0.4] * 7, [12.0] * 5),
+                           self.rows([2.0] * 6, [12.0] * 6))
+        self.assertFalse(cells[validation.MEDIAN_OF[True]].within(
+            validation.TOLERANCE))
+
+    def test_a_mode_of_few_tasks_is_shown_not_judged(self):
+        cells = self.cells(self.rows([0.4] * 7, [12.0] * 2),
+                           self.rows([0.4] * 6, [12.0] * 6))
+        self.assertFalse(cells[validation.MEDIAN_OF[False]].judged)
 
 
 class TestProduction(testcase.TestCase):
