@@ -27,7 +27,8 @@ comparison), printed with its interquartile range.
 The reports come as in production: a ``redis-server`` of the benchmark's
 own (in a temporary directory, the only place anything is written) is the
 state bus; a second process plays every host's agent and republishes each
-report with a fresh timestamp every ``--publish-interval`` seconds; the
+report with a fresh timestamp every ``--publish-interval`` seconds,
+announcing each write in the bus's change index as agents do; the
 scheduler's report cache reads them with its real background thread at its
 default ``refresh_interval``, during the timing. Before and after each round
 the hosts with a fresh report are counted: the run fails unless every host
@@ -36,26 +37,26 @@ had one in every round. The refreshes' own duration is reported apart.
 
 import argparse
 import gc
+import itertools
 import multiprocessing
 import os
 import random
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 
 from oslo_config import cfg
 
+from mlaccel.statebus import drivers
+from mlaccel_lab.testing import servers
+
 NOVA_FILTERS = 'nova.scheduler.filters.all_filters'
 NOVA_WEIGHERS = 'nova.scheduler.weights.all_weighers'
 MLACCEL_FILTERS = 'mlaccel.scheduler.filters.all_filters'
 MLACCEL_WEIGHERS = 'mlaccel.scheduler.weights.all_weighers'
-#: Steps in which the agents republish all reports once per interval.
-PUBLISH_STEPS = 20
+#: Seconds between two writes of the agents.
+AGENTS_TICK = 0.1
 
 
 def _host_manager_class():
@@ -148,53 +149,105 @@ def report_fields(hosts, images, rng):
             for h in hosts]
 
 
-class RedisBus:
-    """A ``redis-server`` of our own, its files in ``directory``."""
-
-    def __init__(self, directory):
-        binary = shutil.which('redis-server')
-        if binary is None:
-            raise SystemExit('the scheduler benchmark needs redis-server '
-                             '(bindep.txt lists it) for its state bus')
-        with socket.socket() as s:
-            s.bind(('127.0.0.1', 0))
-            self.port = s.getsockname()[1]
-        self.log = open(os.path.join(directory, 'redis.log'), 'wb')
-        self.process = subprocess.Popen(
-            [binary, '--bind', '127.0.0.1', '--port', str(self.port),
-             '--dir', directory, '--save', '', '--appendonly', 'no'],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        # Members stay alive for 60 s after their agent's last write.
-        self.url = 'redis://127.0.0.1:%d?timeout=60' % self.port
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(('127.0.0.1', self.port), 1).close()
-                return
-            except OSError:
-                if self.process.poll() is not None or \
-                        time.monotonic() > deadline:
-                    self.stop()
-                    raise SystemExit('redis-server did not start')
-                time.sleep(0.05)
-
-    def stop(self):
-        self.process.terminate()
-        self.process.wait(10)
-        self.log.close()
+#: What the benchmarks' Redis URLs add: members stay in the group for 60 s
+#: after their agents' last heartbeat.
+REDIS_OPTIONS = '?timeout=60'
 
 
-def play_agents(url, group, fields, interval, ready, stop):
-    """Publish every host's report, then again every ``interval`` seconds.
+def start_server(server):
+    """``server``, a fixture of :mod:`mlaccel_lab.testing.servers`, set up.
+
+    Exits naming the system packages to install if its binary is missing.
+    Stop it with its ``cleanUp()``.
+    """
+    try:
+        server.check_installed()
+    except (servers.RedisServerMissing, servers.EtcdMissing) as exc:
+        raise SystemExit(str(exc))
+    server.setUp()
+    return server
+
+
+class _RedisWriter:
+    """Writes reports as tooz's Redis driver would, announcing each."""
+
+    def __init__(self, coord, group):
+        self.coord = coord
+        self.key = coord._encode_group_id(group)
+        self.changes = drivers.for_client(coord, group)
+
+    def write(self, items):
+        """Write ``[(member, raw report)]``, in one pipeline.
+
+        Each write is announced beside it, as publishers do.
+        """
+        pipe = self.coord._client.pipeline(transaction=False)
+        for member, raw in items:
+            pipe.hset(self.key, member, self.coord._dumps(raw))
+            self.changes.announce(member, pipe)
+        pipe.execute()
+
+    def beat(self, members):
+        """The members' heartbeats, which keep them in the group."""
+        pipe = self.coord._client.pipeline(transaction=False)
+        alive_ms = int(self.coord.membership_timeout * 1000)
+        for member in members:
+            pipe.psetex(self.coord._encode_beat_id(member), alive_ms,
+                        self.coord.STILL_ALIVE)
+        pipe.execute()
+
+
+class _EtcdWriter:
+    """Writes reports as tooz's etcd3gw driver would, in transactions.
+
+    The keys carry no lease (no heartbeat to keep one): they stay until
+    the cluster goes.
+    """
+
+    #: Writes per transaction: etcd's default ``--max-txn-ops``.
+    BATCH = 128
+
+    def __init__(self, coord, group):
+        self.client = coord.client
+        self.prefix = coord._prefix_group(group)
+
+    def write(self, items):
+        from tooz import utils
+        for i in range(0, len(items), self.BATCH):
+            self.client.post(self.client.get_url('/kv/txn'), json={
+                'success': [{'request_put': {
+                    'key': servers.b64(self.prefix + member),
+                    'value': servers.b64(utils.dumps(raw))}}
+                    for member, raw in items[i:i + self.BATCH]]})
+
+    def beat(self, members):
+        pass
+
+
+_WRITERS = {'tooz.drivers.redis': _RedisWriter,
+            'tooz.drivers.etcd3gw': _EtcdWriter}
+
+
+def play_agents(url, group, fields, share, conn, key_file=None):
+    """Publish every host's report, then ``share`` of them per second.
 
     Runs in a process of its own. One client writes for all the hosts what
-    each agent's tooz client would write (the member's capabilities and its
-    liveness key, through the tooz driver's own encoders): ten thousand
-    clients would need ten thousand connections.
+    each agent's tooz client would write (the member's report and, on
+    Redis, its announcement and its liveness key), through the tooz
+    driver's own encoders: ten thousand clients would need ten thousand
+    connections. The hosts are republished in turn, each with a new
+    timestamp; with ``key_file`` (a deployment key file) signed with the
+    host's key and a new sequence number, as agents sign, else unsigned.
+
+    ``conn`` (a pipe's end) takes commands, each answered when done:
+    ``('all', None)`` publishes every report now, ``('share', x)`` sets the
+    share, ``('stop', None)`` ends.
     """
     from tooz import coordination
 
     from mlaccel import hostreport
+    from mlaccel.statebus import keys
+    from mlaccel.statebus import signing
 
     coord = coordination.get_coordinator(url, b'bench-agents')
     coord.start(start_heart=False)
@@ -202,49 +255,95 @@ def play_agents(url, group, fields, interval, ready, stop):
         coord.create_group(group).get()
     except coordination.GroupAlreadyExist:
         pass
-    group_key = coord._encode_group_id(group)
-    alive_ms = int(coord.membership_timeout * 1000)
+    writer = _WRITERS[type(coord).__module__](coord, group)
+    members = [f['host'].encode() for f in fields]
+    host_keys = {k.host: k for k in keys.derive_all(
+        keys.read_deployment_keys(key_file), [f['host'] for f in fields])
+    } if key_file else None
+    sequence = 0
+
+    def encode(f):
+        nonlocal sequence
+        raw = hostreport.encode(hostreport.HostReport(timestamp=time.time(),
+                                                      **f))
+        if host_keys is None:
+            return raw
+        # Above every number an earlier run of the agents gave.
+        sequence = max(sequence + 1, time.time_ns() // 1000)
+        return signing.sign(host_keys[f['host']], group, sequence, raw)
 
     def publish(chunk):
-        pipe = coord._client.pipeline(transaction=False)
-        now = time.time()
-        for f in chunk:
-            raw = hostreport.encode(hostreport.HostReport(timestamp=now, **f))
-            member = f['host'].encode()
-            pipe.hset(group_key, member, coord._dumps(raw))
-            pipe.psetex(coord._encode_beat_id(member), alive_ms,
-                        coord.STILL_ALIVE)
-        pipe.execute()
+        writer.write([(f['host'].encode(), encode(f)) for f in chunk])
 
+    beat_every = getattr(coord, 'membership_timeout', 30) / 3
+    writer.beat(members)
     publish(fields)
-    ready.set()
-    step = max(1, -(-len(fields) // PUBLISH_STEPS))
-    chunks = [fields[i:i + step] for i in range(0, len(fields), step)]
-    pause = interval / len(chunks)
+    conn.send('ready')
+    turn = itertools.cycle(fields)
+    due, last, beaten = 0.0, time.monotonic(), time.monotonic()
     while True:
-        for chunk in chunks:
-            if stop.wait(pause):
-                coord.stop()
-                return
-            publish(chunk)
+        if conn.poll(AGENTS_TICK):
+            command, value = conn.recv()
+            if command == 'stop':
+                break
+            if command == 'all':
+                publish(fields)
+            else:
+                share = value
+            due, last = 0.0, time.monotonic()
+            conn.send(command)
+            continue
+        now = time.monotonic()
+        due += share * len(fields) * (now - last)
+        last = now
+        if due >= 1:
+            publish([next(turn) for _ in range(int(due))])
+            due -= int(due)
+        if now - beaten > beat_every:
+            writer.beat(members)
+            beaten = now
+    coord.stop()
+    conn.send('stop')
 
 
 class Agents:
     """:func:`play_agents` in a process of its own."""
 
-    def __init__(self, url, group, fields, interval):
+    TIMEOUT = 120
+
+    def __init__(self, url, group, fields, share, key_file=None):
         ctx = multiprocessing.get_context('spawn')
-        self.ready, self.stopping = ctx.Event(), ctx.Event()
+        self.conn, child = ctx.Pipe()
         self.process = ctx.Process(
             target=play_agents, daemon=True,
-            args=(url, group, fields, interval, self.ready, self.stopping))
+            args=(url, group, fields, share, child, key_file))
         self.process.start()
-        if not self.ready.wait(120):
+        self._answer('the first publication')
+
+    def _answer(self, what):
+        if not self.conn.poll(self.TIMEOUT):
             self.stop()
-            raise RuntimeError('the agents did not publish within 120 s')
+            raise RuntimeError('the agents did not finish %s within %d s'
+                               % (what, self.TIMEOUT))
+        return self.conn.recv()
+
+    def _ask(self, command, value=None):
+        self.conn.send((command, value))
+        return self._answer(command)
+
+    def publish_all(self):
+        """Republish every report now; return when they are written."""
+        self._ask('all')
+
+    def set_share(self, share):
+        """Republish ``share`` of the reports per second from now on."""
+        self._ask('share', share)
 
     def stop(self):
-        self.stopping.set()
+        try:
+            self.conn.send(('stop', None))
+        except OSError:
+            pass
         self.process.join(30)
         if self.process.is_alive():
             self.process.kill()
@@ -278,17 +377,18 @@ def heartbeat(hosts):
         host.service['last_seen_up'] = now
 
 
-def schedule_once(manager, hosts, spec):
+def schedule_once(manager, hosts, spec, collect=True):
     """Filter and weigh ``hosts`` for ``spec``.
 
-    A garbage collection first, so that no request pays for the garbage
-    of another.
+    A garbage collection first, unless not ``collect``, so that no request
+    pays for the garbage of another.
 
     :returns: the CPU seconds the scheduling thread spent, the wall
         seconds it took (the CPU time is what other processes on a shared
         machine do not inflate), and how many hosts passed the filters.
     """
-    gc.collect()
+    if collect:
+        gc.collect()
     wall, cpu = time.perf_counter(), time.thread_time()
     passed = list(manager.get_filtered_hosts(hosts, spec))
     manager.get_weighed_hosts(passed, spec)
@@ -388,6 +488,25 @@ def runs(values):
     return ' '.join('%dx%d' % (v, n) if n > 1 else str(v) for v, n in out)
 
 
+def nova_conf():
+    """``cfg.CONF`` as a nova-scheduler with mlaccel's options has it.
+
+    Nova in native threads, its objects registered, logging quiet.
+    """
+    os.environ.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING', '1')
+    from nova import config as nova_config
+    from nova import objects
+    from oslo_log import log as logging
+
+    from mlaccel import conf as mlaccel_conf
+
+    nova_config.parse_args([], default_config_files=[])
+    logging.set_defaults(default_log_levels=['nova=WARN', 'mlaccel=ERROR'])
+    objects.register_all()
+    mlaccel_conf.register_opts(cfg.CONF)
+    return cfg.CONF
+
+
 def option_default(group_opts, name):
     return next(opt.default for opt in group_opts if opt.name == name)
 
@@ -409,20 +528,10 @@ def main(argv=None):
     parser.add_argument('--seed', type=int, default=1)
     args = parser.parse_args(argv)
 
-    os.environ.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING', '1')
-    from nova import config as nova_config
-    from nova import objects
-    from oslo_log import log as logging
-
-    from mlaccel import conf as mlaccel_conf
+    conf = nova_conf()
     from mlaccel.conf import statebus as statebus_conf
     from mlaccel.scheduler import hostview
 
-    conf = cfg.CONF
-    nova_config.parse_args([], default_config_files=[])
-    logging.set_defaults(default_log_levels=['nova=WARN', 'mlaccel=ERROR'])
-    objects.register_all()
-    mlaccel_conf.register_opts(conf)
     bus_opts = conf.mlaccel_statebus
     publish_interval = args.publish_interval or bus_opts.report_max_age / 3
     rng = random.Random(args.seed)
@@ -437,12 +546,12 @@ def main(argv=None):
         type(p).__name__ for p in mlaccel.enabled_filters + mlaccel.weighers
         if type(p).__module__.startswith('mlaccel.')))
 
-    tmp = tempfile.mkdtemp(prefix='mlaccel-bench-scheduler-')
     bus = cache = None
     results, refresh_ms, fresh_pct = {}, {}, 100.0
     try:
-        bus = RedisBus(tmp)
-        conf.set_override('backend_url', bus.url, 'mlaccel_statebus')
+        bus = start_server(servers.RedisServer())
+        url = bus.url + REDIS_OPTIONS
+        conf.set_override('backend_url', url, 'mlaccel_statebus')
         # The benchmark's agents publish unsigned reports.
         conf.set_override('allow_unsigned_reports', True, 'mlaccel_statebus')
         cache = hostview.get_cache(conf)
@@ -452,9 +561,9 @@ def main(argv=None):
             'hosts with a fresh report, per round'))
         for size in [int(s) for s in args.sizes.split(',')]:
             hosts = make_hosts(size, images, args.instances_per_host, rng)
-            agents = Agents(bus.url, bus_opts.group.encode(),
+            agents = Agents(url, bus_opts.group.encode(),
                             report_fields(hosts, images, rng),
-                            publish_interval)
+                            1 / publish_interval)
             try:
                 cache.start()
                 wait_until_fresh(cache, hosts)
@@ -503,8 +612,7 @@ def main(argv=None):
         conf.clear_override('backend_url', 'mlaccel_statebus')
         conf.clear_override('allow_unsigned_reports', 'mlaccel_statebus')
         if bus is not None:
-            bus.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+            bus.cleanUp()
 
     interval = bus_opts.refresh_interval
     load = os.getloadavg()

@@ -45,6 +45,13 @@ class BenchSmokeTest(testtools.TestCase):
                           'fresh_reports_pct'}, set(fields))
         self.assertEqual(100.0, fields['fresh_reports_pct'])
 
+    def test_statebus(self):
+        fields = result_line(self, 'statebus', '--quick')
+        self.assertEqual({'sched_total_cpu_ratio_10k_at_10rps',
+                          'idle_refresh_cpu_pct_10k',
+                          'report_propagation_p99_ms', 'failover_s'},
+                         set(fields))
+
     def test_cinder(self):
         fields = result_line(self, 'cinder', '--sizes', '8', '--burst', '3',
                              '--rounds', '2')
