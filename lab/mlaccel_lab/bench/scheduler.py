@@ -275,7 +275,7 @@ def play_agents(url, group, fields, share, conn, key_file=None):
     def publish(chunk):
         writer.write([(f['host'].encode(), encode(f)) for f in chunk])
 
-    beat_every = getattr(coord, 'membership_timeout', 30) / 3
+    beat_every = coord.membership_timeout / 3
     writer.beat(members)
     publish(fields)
     conn.send('ready')
@@ -303,7 +303,6 @@ def play_agents(url, group, fields, share, conn, key_file=None):
             writer.beat(members)
             beaten = now
     coord.stop()
-    conn.send('stop')
 
 
 class Agents:
