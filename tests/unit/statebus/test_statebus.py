@@ -441,8 +441,11 @@ class TestEtcdClusterFixture(testcase.TestCase):
         picks = iter([busy])
         real = mlaccel_fixtures.free_port
         self.useFixture(fixtures.MonkeyPatch(
-            'tests.fixtures.free_port', lambda: next(picks, None) or real()))
+            'mlaccel_lab.testing.servers.free_port',
+            lambda: next(picks, None) or real()))
         cluster = self.useFixture(mlaccel_fixtures.EtcdCluster())
+        # The held port was picked first, and tried again elsewhere.
+        self.assertIsNone(next(picks, None))
         self.assertNotIn(busy, cluster.client_ports + cluster.peer_ports)
         self.assertIn(cluster.leader(), range(3))
 
