@@ -24,6 +24,8 @@ import os
 import shutil
 import time
 
+import requests
+
 from mlaccel.cmd import cinder_config
 from mlaccel.cmd import config as mlaccel_config
 from mlaccel import inifile
@@ -178,10 +180,10 @@ def start_etcd(lay, member=None):
 
 def etcd_serves(port):
     """Whether the etcd member on ``port`` serves a linearizable read."""
-    import requests
     try:
         requests.post('http://127.0.0.1:%d/v3/kv/range' % port,
-                      json={'key': 'aGVhbHRo'}, timeout=1).raise_for_status()
+                      json={'key': 'aGVhbHRo'},  # b'health'
+                      timeout=1).raise_for_status()
         return True
     except requests.RequestException:
         return False
