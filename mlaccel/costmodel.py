@@ -22,10 +22,10 @@ and from ``[mlaccel_costmodel]`` defaults when no host measured it, or when
 the host has no report.
 """
 
+import bisect
 import collections
 import copy
 import itertools
-import statistics
 
 from mlaccel import conf as mlaccel_conf
 
@@ -98,19 +98,7 @@ class CostModel:
         a figure no host measured, and for every host without a report (of
         which nothing is known, not even how busy it is).
         """
-        bandwidths, durations = [], []
-        for report in reports:
-            if report.fetch_bandwidth > 0:
-                bandwidths.append(report.fetch_bandwidth)
-            if report.build_throughput > 0:
-                durations.append(max(report.build_limit, 1)
-                                 / report.build_throughput)
-        peers = copy.copy(self)
-        if bandwidths:
-            peers.fetch_bandwidth = statistics.median(bandwidths)
-        if durations:
-            peers.build_seconds = statistics.median(durations)
-        return peers
+        return Peers(reports).model(self)
 
     @staticmethod
     def measured(report):
@@ -220,3 +208,71 @@ class CostModel:
     def _size(self, request):
         return self.image_size if request.image_size is None \
             else request.image_size
+
+
+class Peers:
+    """What the hosts measured, kept sorted for :meth:`CostModel.with_peers`.
+
+    Updated one report at a time (:meth:`add`, :meth:`remove`), so that a
+    cache of ten thousand reports works out the medians of a refresh in
+    proportion to the reports that changed, not to all of them.
+    """
+
+    __slots__ = ('bandwidths', 'durations')
+
+    def __init__(self, reports=()):
+        self.bandwidths, self.durations = [], []
+        for report in reports:
+            bandwidth, duration = _figures(report)
+            if bandwidth is not None:
+                self.bandwidths.append(bandwidth)
+            if duration is not None:
+                self.durations.append(duration)
+        self.bandwidths.sort()
+        self.durations.sort()
+
+    def copy(self):
+        peers = Peers()
+        peers.bandwidths = list(self.bandwidths)
+        peers.durations = list(self.durations)
+        return peers
+
+    def add(self, report):
+        for values, value in zip((self.bandwidths, self.durations),
+                                 _figures(report)):
+            if value is not None:
+                bisect.insort(values, value)
+
+    def remove(self, report):
+        """Take out what :meth:`add` put in for ``report``."""
+        for values, value in zip((self.bandwidths, self.durations),
+                                 _figures(report)):
+            if value is not None:
+                i = bisect.bisect_left(values, value)
+                if i == len(values) or values[i] != value:
+                    raise ValueError('%r was not added' % (report,))
+                del values[i]
+
+    def model(self, base):
+        """A copy of the :class:`CostModel` ``base`` with the medians."""
+        peers = copy.copy(base)
+        if self.bandwidths:
+            peers.fetch_bandwidth = _median(self.bandwidths)
+        if self.durations:
+            peers.build_seconds = _median(self.durations)
+        return peers
+
+
+def _figures(report):
+    """``(fetch bandwidth, build seconds)`` ``report`` measured, or None."""
+    return (report.fetch_bandwidth if report.fetch_bandwidth > 0 else None,
+            max(report.build_limit, 1) / report.build_throughput
+            if report.build_throughput > 0 else None)
+
+
+def _median(values):
+    """The median of the sorted ``values``, as ``statistics.median``."""
+    half = len(values) // 2
+    if len(values) % 2:
+        return values[half]
+    return (values[half - 1] + values[half]) / 2

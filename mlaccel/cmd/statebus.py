@@ -23,6 +23,7 @@ deployment key readers hold, ``rotate`` puts a new one in front of it, and
 import argparse
 import json
 import math
+import signal
 import sys
 import time
 
@@ -138,10 +139,17 @@ def _publish(conf, args):
         if args.once:
             publish()
         else:
-            periodic.Periodic('mlaccel-statebus-publish', args.interval,
-                              publish).run()
-    except KeyboardInterrupt:
-        pass
+            # SIGINT and SIGTERM are waited for, not raised wherever they
+            # land: an exception between a lock's acquire and its release
+            # would leave the publisher's lock held and its stop hanging.
+            # Blocked first, so that the loop's thread never takes them.
+            signals = {signal.SIGINT, signal.SIGTERM}
+            signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+            loop = periodic.Periodic('mlaccel-statebus-publish',
+                                     args.interval, publish)
+            loop.start()
+            signal.sigwait(signals)
+            loop.stop()
     finally:
         if not args.once:
             pub.stop()

@@ -25,8 +25,19 @@ import collections
 from mlaccel import costmodel
 from mlaccel.statebus import reader
 
-#: What one refresh derives of its reports, shared by its snapshots.
-View = collections.namedtuple('View', 'entries model oldest index')
+
+class View(collections.namedtuple(
+        'View', 'entries model oldest index peers stamps unmeasured')):
+    """What one refresh derives of its reports, shared by its snapshots.
+
+    ``entries``, ``model``, ``oldest`` and ``index`` are what the
+    :class:`Snapshot` reads; ``peers`` (the hosts' measured figures,
+    :class:`~mlaccel.costmodel.Peers`), ``stamps`` (``{host: timestamp}``)
+    and ``unmeasured`` (the hosts whose entries depend on the peers) are
+    what the next refresh starts from.
+    """
+
+    __slots__ = ()
 
 
 class Entry:
@@ -72,23 +83,27 @@ class Entry:
         self.instances_seen = None
 
 
-def holders_index(entries, old_entries, old_index):
+def holders_index(entries, old_entries, old_index, hosts=None):
     """``{image id: frozenset of the entries caching it}`` of ``entries``.
 
     Worked out from ``old_index``, the index of ``old_entries``: only the
-    entries that changed move, and the sets of the images they name are
-    copied, never changed in place (snapshots of the old refresh keep
-    reading theirs).
+    entries that changed move (looked for among ``hosts`` if given, every
+    host otherwise), and the sets of the images they name are copied, never
+    changed in place (snapshots of the old refresh keep reading theirs).
     """
     changes = {}
-    for host, entry in old_entries.items():
-        if entries.get(host) is not entry:
-            for image in entry.cached_images:
-                changes.setdefault(image, ([], []))[0].append(entry)
-    for host, entry in entries.items():
-        if old_entries.get(host) is not entry:
-            for image in entry.cached_images:
-                changes.setdefault(image, ([], []))[1].append(entry)
+    if hosts is None:
+        hosts = set(old_entries).union(entries)
+    for host in hosts:
+        old, new = old_entries.get(host), entries.get(host)
+        if old is new:
+            continue
+        if old is not None:
+            for image in old.cached_images:
+                changes.setdefault(image, ([], []))[0].append(old)
+        if new is not None:
+            for image in new.cached_images:
+                changes.setdefault(image, ([], []))[1].append(new)
     if not changes:
         return old_index
     index = dict(old_index)
@@ -100,6 +115,13 @@ def holders_index(entries, old_entries, old_index):
         else:
             index.pop(image, None)
     return index
+
+
+def _entry(host, report, model):
+    # A new string per key, made here too: a lookup compares the key.
+    host = host.encode('utf-8', 'surrogatepass').decode(
+        'utf-8', 'surrogatepass')
+    return Entry(host, report, model)
 
 
 def entries_of(reports, old=None, model=None, keep=None):
@@ -116,23 +138,72 @@ def entries_of(reports, old=None, model=None, keep=None):
         if entry is not None and entry.report is report and (
                 keep is None or keep(entry)):
             entries[entry.host] = entry
-            continue
-        # A new string per key, made here too: a lookup compares the key.
-        host = host.encode('utf-8', 'surrogatepass').decode(
-            'utf-8', 'surrogatepass')
-        entries[host] = Entry(host, report, model)
+        else:
+            entry = _entry(host, report, model)
+            entries[entry.host] = entry
     return entries
 
 
-def derive(conf, reports, previous=None):
+def derive(conf, reports, previous=None, changed=None):
     """The :class:`View` of ``reports``, reusing the ``previous`` one.
 
     The cost model's unmeasured figures come from the hosts' own
     (:meth:`~mlaccel.costmodel.CostModel.with_peers`). When only those
     changed, the entries of reports that measured every figure themselves
-    stay; when the options changed, every entry is made again.
+    stay; when the options changed, every entry is made again. Given
+    ``changed``, the hosts whose reports may differ from ``previous``'s
+    (all others are the same objects), the work is in proportion to them
+    and to the hosts that measured nothing yet, not to every host.
     """
-    model = costmodel.CostModel(conf).with_peers(reports.values())
+    base = costmodel.CostModel(conf)
+    if previous is None or changed is None or \
+            previous.model.options != base.options:
+        return _derive_all(reports, previous, base)
+    old_entries = previous.entries
+    moved = []
+    peers = None
+    for host in dict.fromkeys(changed):   # each once, in order
+        old, report = old_entries.get(host), reports.get(host)
+        if old is None and report is None or \
+                old is not None and old.report is report:
+            continue
+        if peers is None:
+            peers = previous.peers.copy()
+        if old is not None:
+            peers.remove(old.report)
+        if report is not None:
+            peers.add(report)
+        moved.append(host)
+    if not moved:
+        return previous
+    model = peers.model(base)
+    entries, stamps = dict(old_entries), dict(previous.stamps)
+    unmeasured = set(previous.unmeasured)
+    for host in moved:
+        report = reports.get(host)
+        entries.pop(host, None)
+        stamps.pop(host, None)
+        unmeasured.discard(host)
+        if report is None:
+            continue
+        entry = _entry(host, report, model)
+        entries[entry.host], stamps[entry.host] = entry, entry.timestamp
+        if not model.measured(report):
+            unmeasured.add(entry.host)
+    if model != previous.model:
+        # Their terms come from the peers' medians, which moved.
+        for host in unmeasured.difference(moved):
+            entry = entries[host] = _entry(host, reports[host], model)
+            moved.append(entry.host)
+    index = holders_index(entries, old_entries, previous.index, moved)
+    return View(entries, model, min(stamps.values(), default=None), index,
+                peers, stamps, frozenset(unmeasured))
+
+
+def _derive_all(reports, previous, base):
+    """:func:`derive`, looking at every report."""
+    peers = costmodel.Peers(reports.values())
+    model = peers.model(base)
     old_entries = previous.entries if previous else {}
     old_model = previous.model if previous else None
     old, keep = old_entries, None
@@ -144,9 +215,11 @@ def derive(conf, reports, previous=None):
     entries = entries_of(reports, old, model, keep)
     index = holders_index(entries, old_entries,
                           previous.index if previous else {})
-    oldest = min((entry.timestamp for entry in entries.values()),
-                 default=None)
-    return View(entries, model, oldest, index)
+    stamps = {host: entry.timestamp for host, entry in entries.items()}
+    unmeasured = frozenset(host for host, entry in entries.items()
+                           if not model.measured(entry.report))
+    return View(entries, model, min(stamps.values(), default=None), index,
+                peers, stamps, unmeasured)
 
 
 class Snapshot(reader.Snapshot):
@@ -169,7 +242,8 @@ class Snapshot(reader.Snapshot):
             self.entries, self.model = entries_of(reports), None
             self.oldest = self._index = None
         else:
-            self.entries, self.model, self.oldest, self._index = view
+            self.entries, self.model = view.entries, view.model
+            self.oldest, self._index = view.oldest, view.index
 
     def holders(self, image_id):
         """The entries (fresh or not) whose report lists ``image_id``."""
@@ -203,8 +277,8 @@ class Snapshot(reader.Snapshot):
 class HostReportCache(reader.ReportCache):
     """The host reports' cache whose snapshots carry the scheduler's view."""
 
-    def _derive(self, reports, previous):
-        return derive(self.conf, reports, previous)
+    def _derive(self, reports, previous, changed=None):
+        return derive(self.conf, reports, previous, changed)
 
     def _snapshot(self, reports, now, max_age, derived):
         return Snapshot(reports, now, max_age, derived)

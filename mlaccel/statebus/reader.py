@@ -321,9 +321,13 @@ class ReportCache:
         if partial and not members:
             return
         old_reports, old_accepted = self._state[0], self._accepted
+        # The hosts whose reports may change, if not every host.
+        changed = []
         if self._recheck:
             old_reports, old_accepted, self._rejected = {}, {}, {}
-            self._recheck = False
+            self._recheck, changed = False, None
+        if not partial:
+            changed = None
         old_rejected = self._rejected
         if partial:
             reports, accepted = dict(old_reports), dict(old_accepted)
@@ -337,6 +341,8 @@ class ReportCache:
             if partial:
                 for held in (reports, accepted, rejected, logged):
                     held.pop(source, None)
+            if changed is not None:
+                changed.append(source)
             if raw is None:
                 continue
             if old_accepted.get(source) == raw:
@@ -360,16 +366,19 @@ class ReportCache:
         self._log_rejections(rejections, logged, now)
         # Swapped by reference: readers hold whole, consistent dicts.
         self._accepted, self._rejected = accepted, rejected
-        self._state = (reports, self._derive(reports, self._state[1]))
+        self._state = (reports, self._derive(reports, self._state[1],
+                                             changed))
         self._logged = logged
 
-    def _derive(self, reports, previous):
+    def _derive(self, reports, previous, changed=None):
         """What every snapshot of ``reports`` shares, worked out once.
 
-        Called by each load with the reports it accepted and what the last
+        Called by each load with the reports it accepted, what the last
         load derived (``previous``, ``None`` at first or after the bus was
-        unreadable). A subclass that reads more into the reports than
-        :class:`Snapshot` does returns it here; this class derives nothing.
+        unreadable) and the hosts whose reports may differ from the last
+        load's (``changed``; ``None``: any host). A subclass that reads
+        more into the reports than :class:`Snapshot` does returns it here;
+        this class derives nothing.
         """
         return None
 

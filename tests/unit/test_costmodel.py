@@ -237,3 +237,43 @@ class TestPeers(ModelTestCase):
                                               build_throughput=7.0)])
         self.assertEqual(self.model.terms(measured)[1:],
                          peers.terms(measured)[1:])
+
+
+figures = st.builds(
+    report, fetch_bandwidth=st.sampled_from([0.0, MIB, 3 * MIB, 7.5 * MIB]),
+    build_throughput=st.sampled_from([0.0, 0.25, 1.0, 3.0]),
+    build_limit=st.integers(0, 4))
+
+
+class TestPeersKeptSorted(ModelTestCase):
+    """The medians kept report by report, as a refresh updates them."""
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(figures, max_size=12), st.data())
+    def test_added_and_removed_one_by_one_as_all_at_once(
+            self, reports, data):
+        peers = costmodel.Peers()
+        held = []
+        for r in reports:
+            peers.add(r)
+            held.append(r)
+            if held and data.draw(st.booleans()):
+                gone = held.pop(data.draw(st.integers(0, len(held) - 1)))
+                peers.remove(gone)
+            self.assertEqual(self.model.with_peers(held),
+                             peers.model(self.model))
+        self.assertEqual(costmodel.Peers(held).bandwidths, peers.bandwidths)
+        self.assertEqual(costmodel.Peers(held).durations, peers.durations)
+
+    def test_a_copy_is_its_own(self):
+        peers = costmodel.Peers([report(fetch_bandwidth=MIB)])
+        copied = peers.copy()
+        copied.add(report(fetch_bandwidth=3 * MIB))
+        self.assertEqual([MIB], peers.bandwidths)
+
+    def test_removing_what_was_never_added_is_an_error(self):
+        peers = costmodel.Peers([report(fetch_bandwidth=MIB)])
+        self.assertRaises(ValueError, peers.remove,
+                          report(fetch_bandwidth=2 * MIB))
+        peers.remove(report())   # measured nothing: nothing to take out
+        self.assertEqual([MIB], peers.bandwidths)

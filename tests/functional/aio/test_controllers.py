@@ -23,8 +23,10 @@ its bound and measures it.
 
 import concurrent.futures
 import datetime
+import os
 import re
 import time
+import urllib.parse
 
 from mlaccel_lab.testing.aio import agents
 from mlaccel_lab.testing.aio import cloud
@@ -37,6 +39,8 @@ WAIT = test_pool.WAIT
 #: Seconds a lost etcd member may take to serve again once restarted, and
 #: the reports to be read through it.
 MEMBER_BACK = 60.0
+_FALLBACK = re.compile(r'^(\S+ \S+) .*unreadable, scheduling without host '
+                       r'reports', re.M)
 _LEADS = re.compile(r'^(\S+ \S+) .*This pool manager is the leader now',
                     re.M)
 
@@ -110,6 +114,66 @@ class ControllersTest(test_pool.PoolCloudBase):
         self.wait_reports_through(lost, MEMBER_BACK)
         print('etcd member serving reports %.1f s after its restart'
               % (time.monotonic() - started))
+
+    def test_quorum_lost_boots_go_on_then_reports_return(self):
+        """Two of three members lost: stock scheduling, then recovery.
+
+        Bounds: each nova-scheduler says it schedules without host reports
+        within the etcd client's timeout plus ``refresh_interval`` (plus
+        ten seconds of slack) of the loss; no boot fails meanwhile; fresh
+        reports, taken after the restart, are read again within
+        ``MEMBER_BACK`` s of it.
+        """
+        schedulers = ['nova-scheduler',
+                      cloud.controller_service('nova-scheduler', 2)]
+        marks = {name: self.log_size(name) for name in schedulers}
+        timeout = float(urllib.parse.parse_qs(urllib.parse.urlsplit(
+            self.lay.etcd_url(0)).query)['timeout'][0])
+        bound = timeout + self.conf.mlaccel_statebus.refresh_interval + 10.0
+        lost = datetime.datetime.now()
+        for member in (1, 2):
+            procs.kill(self.lay, 'etcd-%d' % member)
+            self.addCleanup(self.ensure_etcd, member)
+        servers = self.final(self.boot(2))
+        self.assertEqual(['ACTIVE'] * 2,
+                         [s.status for s in servers.values()],
+                         [s.fault for s in servers.values()])
+        for name in schedulers:
+            line = self.wait(lambda: _FALLBACK.search(
+                self.log_since(name, marks[name])),
+                '%s to fall back to stock scheduling' % name)
+            seconds = (datetime.datetime.strptime(
+                line.group(1), '%Y-%m-%d %H:%M:%S.%f') - lost).total_seconds()
+            print('%s fell back %.1f s after the quorum\'s loss (bound '
+                  '%.0f s)' % (name, seconds, bound))
+            self.assertLess(seconds, bound)
+        restarted = time.time()
+        started = time.monotonic()
+        for member in (1, 2):
+            self.ensure_etcd(member)
+
+        def fresh():
+            got = self.reports_through(0)
+            return set(got) == set(self.lay.compute_hosts()) and all(
+                r.timestamp > restarted for r in got.values())
+        self.wait(fresh, 'reports taken after the restart',
+                  timeout=MEMBER_BACK)
+        for name in schedulers:
+            self.wait(lambda: 'answers again' in
+                      self.log_since(name, marks[name]).split(
+                          'scheduling without host reports', 1)[-1],
+                      '%s to read the bus again' % name,
+                      timeout=MEMBER_BACK)
+        print('fresh reports and both schedulers back %.1f s after the '
+              'restart' % (time.monotonic() - started))
+
+    def log_size(self, name):
+        return os.path.getsize(procs.log_path(self.lay, name))
+
+    def log_since(self, name, offset):
+        with open(procs.log_path(self.lay, name), errors='replace') as f:
+            f.seek(offset)
+            return f.read()
 
     def ensure_etcd(self, member):
         name = 'etcd-%d' % member

@@ -75,6 +75,26 @@ class ChangesTests(test_statebus.BusTestBase):
         for host in ('cmp0', 'cmp2'):
             self.assertIs(before.reports[host], after.reports[host])
 
+    def test_a_partial_refresh_names_only_the_changed_reports(self):
+        """What the cache derives (the scheduler's view) is told them."""
+        seen = []
+        derive = self.cache._derive
+
+        def spy(reports, previous, changed=None):
+            seen.append(None if changed is None else sorted(changed))
+            return derive(reports, previous, changed)
+
+        self.useFixture(fixtures.MonkeyPatch(
+            'mlaccel.statebus.reader.ReportCache._derive',
+            lambda cache, *args: spy(*args)))
+        pubs = self.publish_hosts(3)
+        self.refresh()
+        self.assertEqual([None], seen)   # a full read: every host
+        pubs[1].publish(report('cmp1', builds_in_flight=4))
+        self.refresh()
+        self.assertEqual(['cmp1'] if self.PARTIAL_ON_WRITE else None,
+                         seen[-1])
+
     def test_a_member_that_left_is_dropped_at_the_next_refresh(self):
         pubs = self.publish_hosts(3)
         self.refresh()
