@@ -141,14 +141,23 @@ class PoolManager:
     # -- leadership ------------------------------------------------------
 
     def is_leader(self):
-        """Whether this manager holds (or just took) the leader lock."""
+        """Whether this manager holds (or just took) the leader lock.
+
+        A lock this manager cannot check (the bus does not answer) is kept
+        and checked again next round, without acting meanwhile: its client
+        may keep its lease alive, and forgetting it would keep every
+        manager, this one included, from leading once the bus answers.
+        One found lost is released, which deletes its key only if it is
+        still this manager's.
+        """
         if self.leader_lock is None:
             return True
         try:
             if self._leader is not None:
                 if statebus.still_owner(self._leader):
                     return True
-                self._leader = None
+                LOG.warning('This pool manager lost the lead')
+                self.resign()
             lock = self.leader_lock(LEADER_LOCK)
             if lock.acquire(blocking=False):
                 self._leader = lock
@@ -156,16 +165,16 @@ class PoolManager:
                 return True
         except Exception as exc:
             LOG.warning('Cannot reach the state bus for leadership: %s', exc)
-            self._leader = None
         return False
 
     def resign(self):
-        if self._leader is not None:
+        """Release the leader lock, if held (best effort)."""
+        leader, self._leader = self._leader, None
+        if leader is not None:
             try:
-                self._leader.release()
+                leader.release()
             except Exception:
                 pass
-            self._leader = None
 
     # -- the service -----------------------------------------------------
 

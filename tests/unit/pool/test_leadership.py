@@ -155,3 +155,30 @@ class TestEtcdLeadership(LeadershipTests, testcase.TestCase):
         # ...the key says otherwise.
         self.assertFalse(statebus.still_owner(first))
         self.assertTrue(statebus.still_owner(second))
+
+    def test_after_the_quorum_s_loss_and_return_a_manager_leads(self):
+        """Bound: the lease and a few rounds after the quorum returned.
+
+        The leader fails to check its lock while etcd has no quorum; the
+        lock it still holds (its client keeps the lease alive) must not
+        keep every manager from leading once etcd answers again.
+        """
+        cluster = self.bus.server
+        # Through member 0, as the bus's URL; a request gives up in 2 s.
+        self.conf.set('mlaccel_statebus', backend_url=self.url + '&timeout=2')
+        first, second = self.manager(), self.manager()
+        self.assertTrue(first.is_leader())
+        others = [1, 2]
+        for member in others:
+            cluster.kill(member)
+        self.assertFalse(first.is_leader())   # it cannot tell: it waits
+        for member in others:
+            cluster.start(member)
+        back = time.monotonic()
+        bound = self.takeover_bound()
+        while not (first.is_leader() or second.is_leader()):
+            self.assertLess(time.monotonic() - back, bound,
+                            'no manager led within %.0f s of the quorum\'s '
+                            'return' % bound)
+            time.sleep(0.2)
+        self.assertNotEqual(first.is_leader(), second.is_leader())
