@@ -45,10 +45,12 @@ each second, in turn. The arms alternate in an order other than the last.
    filters and weighers without a report cache (stock Nova) against Nova
    with mlaccel's plugins and each cache, through
    :mod:`mlaccel_lab.bench.scheduler`'s managers and hosts. The scheduling
-   thread's CPU per request is measured with the arm's refresh thread
-   running; the refresh's CPU per second (from 1.) divided by the request
-   rate is added. Where the rate could be kept, the process's own CPU per
-   request is shown beside it.
+   thread's CPU is measured request by request, each request scheduled by
+   the three arms in turn (in an order other than the last), with both
+   caches refreshing throughout; each arm's refresh CPU per second (from
+   1.) divided by the request rate is added. (Stretches of one arm at a
+   time, each with its own refresh thread, gave ratios that moved by
+   several percent from run to run, more than the plugins cost.)
 3. **Report propagation**, with 10 % changing (every host republishing
    every 10 s, the agents' default): from a report's timestamp, set by its
    publisher as it writes, to the moment a running cache holds it.
@@ -221,9 +223,8 @@ class Bench:
         self.delays = {}      # (backend, size, arm) -> [seconds]
         self.fresh = []       # hosts with a fresh report / hosts, checked
         # (size, arm) -> [the scheduling thread's CPU ms per request, of
-        # each round]; (size, rate, arm) -> [process CPU ms per request of
-        # the windows that kept the rate]; size -> (rounds, requests).
-        self.sched, self.direct, self.sched_rounds = {}, {}, {}
+        # each round]; size -> (rounds, requests per round).
+        self.sched, self.sched_rounds = {}, {}
         self.published = None
 
     # -- servers and agents ---------------------------------------------
@@ -258,26 +259,33 @@ class Bench:
 
     # -- one stretch ----------------------------------------------------
 
-    def started(self, agents, cache, hosts):
-        """``cache`` running, every report fresh in it, just refreshed."""
+    def started(self, agents, caches, hosts):
+        """``caches`` running, every report fresh in them, just refreshed.
+
+        ``caches``: one cache, or a list of them.
+        """
+        caches = caches if isinstance(caches, list) else [caches]
         self.published = time.monotonic()
         agents.publish_all()
         if reader_threads():
             raise RuntimeError('another report cache is running')
-        cache.start()
-        if not cache.wait_for_refresh(1, TIMEOUT):
-            raise RuntimeError('the first refresh did not end')
-        sched.wait_until_fresh(cache, hosts, TIMEOUT)
-        self.fresh.append((len(hosts), len(hosts)))
-        if reader_threads() != 1:
-            raise RuntimeError('%d refresh threads run' % reader_threads())
-        return cache
+        for cache in caches:
+            cache.start()
+        for cache in caches:
+            if not cache.wait_for_refresh(1, TIMEOUT):
+                raise RuntimeError('the first refresh did not end')
+            sched.wait_until_fresh(cache, hosts, TIMEOUT)
+            self.fresh.append((len(hosts), len(hosts)))
+        if reader_threads() != len(caches):
+            raise RuntimeError('%d refresh threads run, not %d'
+                               % (reader_threads(), len(caches)))
+        return caches[0]
 
-    def republished(self, agents, cache, hosts):
-        """Every report published anew, and held by ``cache`` if any."""
+    def republished(self, agents, caches, hosts):
+        """Every report published anew, and held by each of ``caches``."""
         self.published = time.monotonic()
         agents.publish_all()
-        if cache is not None:
+        for cache in caches:
             # The refresh under way may have begun before the writes.
             if not cache.wait_for_refresh(2, TIMEOUT):
                 raise RuntimeError('the refresh thread stalled')
@@ -366,94 +374,59 @@ class Bench:
     # -- 2. scheduler CPU per request -----------------------------------
 
     def scheduling(self, agents, caches, hosts, images, managers):
+        """The scheduling thread's CPU of each arm, request by request.
+
+        Both caches refresh throughout, so that whatever a refresh thread
+        does to the scheduling thread's clock, each arm's requests share
+        it; each request is scheduled by the three arms in turn, in an
+        order other than the last, on the same spec.
+        """
         from mlaccel.scheduler import hostview
         from mlaccel.statebus import reader
 
         size = len(hosts)
         agents.set_share(SCHED_SHARE)
-        requests = 3 if self.profile is QUICK else max(5, min(
-            20, 20000 // size))
+        requests = 3 if self.profile is QUICK else max(
+            15, min(50, 50000 // size))
         rounds = 1 if self.profile is QUICK else 4
         self.sched_rounds[size] = (rounds, requests)
+        running = [caches['mlaccel'], caches['stock']]
         arms = {'stock': (managers[0], None),
                 'mlaccel': (managers[1], caches['mlaccel']),
                 'full-read': (managers[1], caches['stock'])}
-        for _ in range(rounds):
-            for arm in self.orders(arms):
-                manager, cache = arms[arm]
-                what = 'scheduling %d hosts %s' % (size, arm)
-                if cache is None:
-                    if reader_threads():
-                        raise RuntimeError('a report cache is running')
-                else:
-                    # The cache the plugins read (tests swap it so too).
-                    reader._caches[hostview.HostReportCache] = (
-                        os.getpid(), cache)
-                    self.started(agents, cache, hosts)
-                # Untimed: lazy imports and first uses.
-                sched.heartbeat(hosts)
-                sched.schedule_once(manager, hosts,
-                                    sched.make_spec(images[0]), False)
-                spent = []
-                for rate in RATES:
-                    count = requests if rate > 1 else min(requests, 10)
-                    spent += self._paced(
-                        manager, hosts, images, rate, count,
-                        lambda: self._refreshed(agents, cache, hosts),
-                        (size, rate, arm))
-                    if cache is not None:
-                        self.still_fresh(cache, hosts, '%s %d rps'
-                                         % (what, rate))
-                self.sched.setdefault((size, arm), []).append(spent)
-                if cache is not None:
-                    cache.stop()
-        reader._caches.pop(hostview.HostReportCache, None)
-
-    def _refreshed(self, agents, cache, hosts):
-        """Republish if the reports are half their max age; whether so."""
-        if cache is None or time.monotonic() < self.fresh_until():
-            return False
-        self.republished(agents, cache, hosts)
-        return True
-
-    def _paced(self, manager, hosts, images, rate, count, refreshed, key):
-        """Schedule ``count`` requests at ``rate`` a second, if it can.
-
-        Before each, ``refreshed()`` republishes the reports if they are
-        getting old. Adds the process's CPU ms per request to
-        ``self.direct[key]`` if every request started on time (with no
-        republication in between).
-
-        :returns: the scheduling thread's CPU ms of each request.
-        """
-        size = len(hosts)
-        specs = [sched.make_spec(self.rng.choice(images))
-                 for _ in range(count)]
-        refreshed()
-        spent, late = [], False
-        sched.heartbeat(hosts)
-        cpu, start = time.process_time(), time.monotonic()
-        for i, spec in enumerate(specs):
-            if i and refreshed():
-                late = True
-            wait = start + i / rate - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
-            late = late or wait < -0.1 / rate
-            thread_cpu, _, kept = sched.schedule_once(manager, hosts, spec,
-                                                      False)
-            spent.append(thread_cpu * 1000)
-            if kept != size:
-                self.faults.append('%s: %d of %d hosts kept'
-                                   % (key, kept, size))
-        wait = start + count / rate - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-        late = late or wait < -0.1 / rate
-        if not late:
-            self.direct.setdefault(key, []).append(
-                (time.process_time() - cpu) / count * 1000)
-        return spent
+        self.started(agents, running, hosts)
+        try:
+            for number in range(rounds):
+                spent = {arm: [] for arm in arms}
+                for i in range(requests + 1):
+                    if time.monotonic() >= self.fresh_until():
+                        self.republished(agents, running, hosts)
+                    image = self.rng.choice(images)
+                    for arm in self.orders(arms):
+                        manager, cache = arms[arm]
+                        if cache is not None:
+                            # The cache the plugins read (tests swap it
+                            # so too).
+                            reader._caches[hostview.HostReportCache] = (
+                                os.getpid(), cache)
+                        sched.heartbeat(hosts)
+                        cpu, _, kept = sched.schedule_once(
+                            manager, hosts, sched.make_spec(image), False)
+                        if kept != size:
+                            self.faults.append('%d hosts %s: %d of %d hosts '
+                                               'kept' % (size, arm, kept,
+                                                         size))
+                        if i:   # the first: lazy imports and first uses
+                            spent[arm].append(cpu * 1000)
+                for arm, ms in spent.items():
+                    self.sched.setdefault((size, arm), []).append(ms)
+                for cache in running:
+                    self.still_fresh(cache, hosts, 'scheduling %d hosts, '
+                                     'round %d' % (size, number + 1))
+        finally:
+            for cache in running:
+                cache.stop()
+            reader._caches.pop(hostview.HostReportCache, None)
 
     def totals(self, size, rate, arm):
         """An arm's CPU ms per request at ``rate``, of each round.
@@ -643,34 +616,33 @@ def print_sched(bench, sizes):
     print('\n2. Scheduler process CPU per request, Redis, %g %% of reports '
           'changing a second (ms; the scheduling thread\'s CPU + the '
           'refresh\'s CPU per second / rate)' % (SCHED_SHARE * 100))
-    print('%6s %5s %9s %9s %7s %10s %7s  %s' % (
-        'hosts', 'rps', 'stock', 'mlaccel', 'ratio', 'full-read', 'ratio',
-        'process CPU / request, where the rate was kept'))
+    print('%6s %5s %9s %9s %7s %10s %7s' % (
+        'hosts', 'rps', 'stock', 'mlaccel', 'ratio', 'full-read', 'ratio'))
     for size in sizes:
         for rate in RATES:
             ms = {arm: statistics.mean(bench.totals(size, rate, arm))
                   for arm in ARMS}
-            direct = {arm: bench.direct.get((size, rate, arm))
-                      for arm in ARMS}
-            print('%6d %5d %9.2f %9.2f %7.3f %10.2f %7.3f  %s' % (
+            print('%6d %5d %9.2f %9.2f %7.3f %10.2f %7.3f' % (
                 size, rate, ms['stock'], ms['mlaccel'],
                 bench.sched_ratio(size, rate), ms['full-read'],
-                bench.sched_ratio(size, rate, 'full-read'),
-                ' '.join('%s %.2f' % (arm, statistics.mean(direct[arm]))
-                         if direct[arm] else '%s -' % arm for arm in ARMS)))
+                bench.sched_ratio(size, rate, 'full-read')))
     for size, (rounds, requests) in bench.sched_rounds.items():
-        print('%d hosts: %d rounds of %d requests per rate (at most 10 at '
-              '1 rps) after an untimed one; the scheduling thread\'s CPU per '
-              'request, all rates: %s' % (
+        print('%d hosts: %d rounds of %d requests, each scheduled by the '
+              'three arms in turn, after an untimed one; the scheduling '
+              'thread\'s CPU per request: %s; mlaccel/stock per round: %s' % (
                   size, rounds, requests, ', '.join(
                       '%s %.2f ms' % (arm, statistics.mean(
                           ms for spent in bench.sched[size, arm]
-                          for ms in spent)) for arm in ARMS)))
+                          for ms in spent)) for arm in ARMS),
+                  ' '.join('%.3f' % (statistics.mean(m) / statistics.mean(s))
+                           for m, s in zip(bench.sched[size, 'mlaccel'],
+                                           bench.sched[size, 'stock']))))
     print('stock: Nova\'s filters and weighers, no report cache; mlaccel: '
           'with BuildSlotFilter, LifecycleWeigher and the shipped cache; '
-          'full-read: the same plugins with the stock cache; ratio: median '
-          'over the rounds of the arm\'s total over stock\'s; no garbage '
-          'collection forced')
+          'full-read: the same plugins with the stock cache; both caches '
+          'refresh throughout, each arm\'s own refresh CPU (from 1.) is '
+          'added; ratio: median over the rounds of the arm\'s total over '
+          'stock\'s; no garbage collection forced')
 
 
 def print_propagation(bench, sizes, backends):
@@ -776,7 +748,8 @@ def main(argv=None):
     load = os.getloadavg()
     print('\npreconditions: every report fresh at the start and the end of '
           'every stretch (%d checks, fewest %.1f %%); exactly one refresh '
-          'thread running in every stretch (none for stock Nova); arms in an '
+          'thread running in every stretch of 1. and 3., both caches\' in '
+          '2.; arms in an '
           'order other than the last, %d times (%s); options at their '
           'defaults (%s); signed reports; %d hosts for the RESULT; %.0f s; '
           'load average %.2f %.2f %.2f on %d CPUs'
