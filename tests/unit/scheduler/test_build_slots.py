@@ -188,10 +188,12 @@ class TestBuildSlotFilter(base.PluginTestCase):
         hosts = [base.host('h1'), base.host('h2')]
         self.assertEqual(['h2'], self.passing(hosts))
         # The bus becomes unreadable: its directory is now a plain file.
-        # The publishers stop first: a heartbeat would make the directory
+        # The publishers and the cache's refresh thread (the filter started
+        # it) stop first: a heartbeat or a refresh would make the directory
         # again between the two steps.
         for publisher in publishers:
             publisher.stop()
+        self.cache.stop()
         os.rename(self.bus.path, self.bus.path + '.away')
         with open(self.bus.path, 'w') as f:
             f.write('not a directory')
