@@ -271,11 +271,7 @@ class Bench:
             raise RuntimeError('another report cache is running')
         for cache in caches:
             cache.start()
-        for cache in caches:
-            if not cache.wait_for_refresh(1, TIMEOUT):
-                raise RuntimeError('the first refresh did not end')
-            sched.wait_until_fresh(cache, hosts, TIMEOUT)
-            self.fresh.append((len(hosts), len(hosts)))
+        self._hold(caches, hosts, 1)
         if reader_threads() != len(caches):
             raise RuntimeError('%d refresh threads run, not %d'
                                % (reader_threads(), len(caches)))
@@ -285,9 +281,13 @@ class Bench:
         """Every report published anew, and held by each of ``caches``."""
         self.published = time.monotonic()
         agents.publish_all()
+        # The refresh under way may have begun before the writes.
+        self._hold(caches, hosts, 2)
+
+    def _hold(self, caches, hosts, refreshes):
+        """Each of ``caches`` refreshed ``refreshes`` more times, all fresh."""
         for cache in caches:
-            # The refresh under way may have begun before the writes.
-            if not cache.wait_for_refresh(2, TIMEOUT):
+            if not cache.wait_for_refresh(refreshes, TIMEOUT):
                 raise RuntimeError('the refresh thread stalled')
             sched.wait_until_fresh(cache, hosts, TIMEOUT)
             self.fresh.append((len(hosts), len(hosts)))
