@@ -101,12 +101,8 @@ class ControllersTest(test_pool.PoolCloudBase):
         ``MEMBER_BACK`` s of its restart.
         """
         lost = 1   # the second controller's own member
-        procs.kill(self.lay, 'etcd-%d' % lost)
-        self.addCleanup(self.ensure_etcd, lost)
-        servers = self.final(self.boot(2))
-        self.assertEqual(['ACTIVE'] * 2,
-                         [s.status for s in servers.values()],
-                         [s.fault for s in servers.values()])
+        self.kill_etcd(lost)
+        self.assert_boots_active(2)
         # The other members carry the reports meanwhile.
         self.wait_reports_through(0, WAIT)
         started = time.monotonic()
@@ -126,18 +122,18 @@ class ControllersTest(test_pool.PoolCloudBase):
         """
         schedulers = ['nova-scheduler',
                       cloud.controller_service('nova-scheduler', 2)]
+        # Each reads the bus now (one that lost its member in a test just
+        # before may not have read it again yet, and would log nothing).
+        for name in schedulers:
+            self.wait(lambda: self.reads_bus(name),
+                      '%s to read the bus' % name, timeout=MEMBER_BACK)
         marks = {name: self.log_size(name) for name in schedulers}
         timeout = float(urllib.parse.parse_qs(urllib.parse.urlsplit(
             self.lay.etcd_url(0)).query)['timeout'][0])
         bound = timeout + self.conf.mlaccel_statebus.refresh_interval + 10.0
         lost = datetime.datetime.now()
-        for member in (1, 2):
-            procs.kill(self.lay, 'etcd-%d' % member)
-            self.addCleanup(self.ensure_etcd, member)
-        servers = self.final(self.boot(2))
-        self.assertEqual(['ACTIVE'] * 2,
-                         [s.status for s in servers.values()],
-                         [s.fault for s in servers.values()])
+        self.kill_etcd(1, 2)
+        self.assert_boots_active(2)
         for name in schedulers:
             line = self.wait(lambda: _FALLBACK.search(
                 self.log_since(name, marks[name])),
@@ -166,6 +162,25 @@ class ControllersTest(test_pool.PoolCloudBase):
                       timeout=MEMBER_BACK)
         print('fresh reports and both schedulers back %.1f s after the '
               'restart' % (time.monotonic() - started))
+
+    def kill_etcd(self, *members):
+        """SIGKILL etcd ``members``; each is started again at cleanup."""
+        for member in members:
+            procs.kill(self.lay, 'etcd-%d' % member)
+            self.addCleanup(self.ensure_etcd, member)
+
+    def assert_boots_active(self, count):
+        """Boot ``count`` servers; each must end ACTIVE."""
+        servers = self.final(self.boot(count))
+        self.assertEqual(['ACTIVE'] * count,
+                         [s.status for s in servers.values()],
+                         [s.fault for s in servers.values()])
+
+    def reads_bus(self, name):
+        """Whether ``name``'s last word on the bus is that it reads it."""
+        text = self.log_since(name, 0)
+        lost = text.rfind('scheduling without host reports')
+        return lost < 0 or 'answers again' in text[lost:]
 
     def log_size(self, name):
         return os.path.getsize(procs.log_path(self.lay, name))
