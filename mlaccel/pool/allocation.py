@@ -12,13 +12,15 @@
 
 """Warm members under a budget, where they save the most waiting per cost.
 
-Each candidate key brings its :class:`~mlaccel.pool.forecast.Forecast`
-and the seconds a hit saves a user (its measured fresh overhead less a
-claim's own). Its ``m``-th warm member is asked for around now with the
-forecast's chance ``p_m``; it then saves ``saving × p_m`` seconds of
-waiting and sits idle otherwise. Members are granted in the order of that
-value density, saved seconds per idle second (``saving × p_m / (1 -
-p_m)``), the idea the mirror-volume cache evicts by, until the forecast's
+Each candidate key brings its :class:`~mlaccel.pool.forecast.Forecast`,
+its lead time and the seconds a hit saves a user (its measured fresh
+overhead less a claim's own). Its ``m``-th warm member is asked for within
+a lead time with the forecast's chance ``p_m``: over each lead time it
+then saves ``saving × p_m`` seconds of waiting and sits idle the whole
+lead time otherwise. Members are granted in the order of that value
+density, saved seconds per idle second (``saving × p_m / (lead × (1 -
+p_m))``, about ``saving`` times the key's asks per second), the idea the
+mirror-volume cache evicts by, until the forecast's
 target of each key is met or a budget would be exceeded: the most members
 (overall and per project) and the most idle VM-hours a day. A member is
 counted as idle all day (24 VM-hours), the most it can cost: a budget of
@@ -43,6 +45,8 @@ class Candidate:
     """A key that may be kept warm.
 
     :ivar saving: seconds a hit saves (fresh overhead less a claim's).
+    :ivar lead: seconds from a member's create request to its being warm,
+        the window of the forecast's chances.
     :ivar max_size: the most members it may get (its pool's bound).
     """
 
@@ -50,6 +54,7 @@ class Candidate:
     project_id: str
     forecast: object
     saving: float
+    lead: float
     max_size: int = 1000
 
 
@@ -69,13 +74,18 @@ class Budget:
     project_idle_vm_hours: dict = dataclasses.field(default_factory=dict)
 
 
-def density(saving, chance):
-    """Saved seconds per idle second of a member asked for with ``chance``."""
+def density(saving, chance, lead):
+    """Saved seconds per idle second of a member.
+
+    :param chance: the chance that it is asked for within ``lead``
+        seconds. (A chance per lead time grows with the lead time; the
+        saving per idle second does not.)
+    """
     if chance <= 0 or saving <= 0:
         return 0.0
     if chance >= SURE:
         return float('inf')
-    return saving * chance / (1.0 - chance)
+    return saving * chance / ((1.0 - chance) * lead)
 
 
 def members_for(idle_vm_hours):
@@ -127,7 +137,8 @@ def allocate(candidates, budget, alive=None):
         # Members alive first, then by value density.
         kept = m <= alive.get(c.key, 0)
         heapq.heappush(heap, (not kept, -density(c.saving,
-                                                 c.forecast.chance(m)),
+                                                 c.forecast.chance(m),
+                                                 c.lead),
                               order, m, c, wanted))
 
     for order, c in enumerate(candidates):

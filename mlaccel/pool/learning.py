@@ -149,7 +149,7 @@ class Policy:
             lead = leads.get(key) or self.group.default_lead_time
             candidates.append(allocation.Candidate(
                 key, self.project_id, forecast.forecast(history, now, lead),
-                max(0.0, entry['fresh_overhead_s'] - CLAIM_SECONDS),
+                max(0.0, entry['fresh_overhead_s'] - CLAIM_SECONDS), lead,
                 self.group.learn_max_size))
         return candidates
 

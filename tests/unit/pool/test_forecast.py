@@ -138,18 +138,29 @@ class ForecastTest(testcase.TestCase):
         self.assertRaises(ValueError, forecast.forecast, [], 0, 1, 0)
 
 
-def candidate(key, target, tail, saving=60.0, project='p', max_size=100):
+def candidate(key, target, tail, saving=60.0, project='p', max_size=100,
+              lead=60.0):
     return allocation.Candidate(
         key, project, forecast.Forecast(target, tuple(tail), 10), saving,
-        max_size)
+        lead, max_size)
 
 
 class AllocationTest(testcase.TestCase):
 
     def test_value_density(self):
-        self.assertEqual(0.0, allocation.density(60.0, 0.0))
-        self.assertEqual(60.0, allocation.density(60.0, 0.5))
-        self.assertEqual(float('inf'), allocation.density(60.0, 1.0))
+        self.assertEqual(0.0, allocation.density(60.0, 0.0, 30.0))
+        self.assertEqual(2.0, allocation.density(60.0, 0.5, 30.0))
+        self.assertEqual(float('inf'), allocation.density(60.0, 1.0, 30.0))
+
+    def test_a_longer_lead_time_is_no_reason_to_keep_a_member(self):
+        # 'quick': a chance of 0.3 within its 20 s lead time, about an ask
+        # a minute; 'slow': 0.6 within 80 s, about one every 87 s. Per lead
+        # time the slow key looks likelier; per idle second the quick one
+        # is asked for more often, and saves more.
+        quick = candidate('quick', 1, [0.3], lead=20.0)
+        slow = candidate('slow', 1, [0.6], lead=80.0)
+        got = allocation.allocate([slow, quick], allocation.Budget(1, 24.0))
+        self.assertEqual({'quick': 1}, got.members)
 
     def test_an_idle_hours_budget_caps_members_alive_at_once(self):
         budget = allocation.Budget(10, 100.0, {'p': 3}, {'q': 30.0})
