@@ -261,8 +261,9 @@ class Server:
         except OSError as exc:
             LOG.debug('Connection ended: %s', exc)
         finally:
-            conn.close()
+            # The slot first: a peer that sees the close finds it free.
             self._give_back()
+            conn.close()
 
     def _serve_tcp(self, conn):
         """Authenticate within auth_timeout, then serve with a slot."""
@@ -295,11 +296,12 @@ class Server:
         except (OSError, ValueError) as exc:
             LOG.debug('TCP connection ended: %s', exc)
         finally:
-            # Out of the pending set before the fd can be reused.
+            # Out of the pending set before the fd can be reused, and the
+            # slot given back before the peer can see the close.
             self._authenticated(fd)
-            conn.close()
             if slot:
                 self._give_back()
+            conn.close()
 
     def _unauthorized(self, conn):
         LOG.warning('Refused a TCP request with a missing or wrong token')
