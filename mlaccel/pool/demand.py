@@ -108,6 +108,14 @@ def asks_by_key(doc):
     return asks
 
 
+def recorded_since(doc):
+    """When ``doc``'s record begins: its oldest ask kept; None if none.
+
+    Every key was watched from then on, asked for or not.
+    """
+    return min((t for t, _key, _vms, _claimed in doc['asks']), default=None)
+
+
 def spec_of(doc, key):
     """The :class:`~mlaccel.pool.spec.PoolSpec` recorded for ``key``."""
     return pool_spec.PoolSpec.from_dict(doc['keys'][key]['spec'])

@@ -30,21 +30,26 @@ going on, and for nine days in ten of the usual one.
 The budget's allocation (:mod:`mlaccel.pool.allocation`) needs the chance
 that an m-th warm member is asked for within a lead time around now: the
 share of the observed time at which the next lead time held at least m
-asked VMs, over the recent and the daily horizon's windows together, each
-second of them counting once. A key asked for once an hour has about a
-lead time in an hour of chance, however many days it was asked for; a peak
-alone would say "every day". The two horizons are pooled, not the larger
-of their two shares taken: the recent horizon is half an hour, the daily
-one up to fourteen hours, and the larger of two estimates is biased up,
-most for the noisier one. A key asked for twice a day whose last ask was
-ten minutes ago had a recent share of a lead time in half an hour, as
-likely as a key asked for every quarter of an hour, and took members from
-the keys that are asked for all day (measured with ``python -m
-mlaccel_lab.bench pools-demand``: see the pools guide). A burst going on
-still counts: its asks raise the key's target at once, and its share of
-the observed time. Simple on purpose: measured shares of time, no fitted
-model to go wrong on a new key; a key with no recorded asks forecasts
-nothing.
+asked VMs. Three horizons are pooled, each second of them counting once:
+the recent one, the daily one's windows, and the *week*, all the recorded
+time of the last ``days`` days (the windows of the same time of day, inside
+the week, so count twice). A key asked for once an hour has about a lead
+time in an hour of chance, however many days it was asked for; a peak
+alone would say "every day". Pooled, not the largest of their shares: the
+larger of two estimates is biased up, most for the noisier one. A key asked
+for twice a day whose last ask was ten minutes ago had a recent share of a
+lead time in half an hour, as likely as a key asked for every quarter of an
+hour, and took members from the keys asked for all day. The week is there
+for the same reason: the rates of ML launches per key are a few an hour, a
+couple of hours of daily windows hold a handful of asks, and members chased
+whichever key was asked for last (measured with ``python -m mlaccel_lab.bench
+pools-demand``, on the shipped stream and on the trace itself: see the
+pools guide). The observed time runs from when the project's demand began
+to be recorded (``since``), not from the key's own first ask: the days
+before it, the key was watched and not asked for. A burst going on still
+counts: its asks raise the key's target at once, and its share of the
+observed time. Simple on purpose: measured shares of time, no fitted model
+to go wrong on a new key; a key with no recorded asks forecasts nothing.
 """
 
 import bisect
@@ -147,7 +152,7 @@ def share_at_least(seconds, top):
 
 
 def forecast(asks, now, lead, quantile_=0.9, recent=1800.0, days=7,
-             daily_span=3600.0):
+             daily_span=3600.0, since=None):
     """The :class:`Forecast` of one key from its ``(time, vms)`` asks.
 
     :param lead: the refill lead time (create request to a warm member),
@@ -156,6 +161,8 @@ def forecast(asks, now, lead, quantile_=0.9, recent=1800.0, days=7,
     :param days: days of the daily horizon.
     :param daily_span: seconds either side of the same time of day that
         count as it.
+    :param since: when the demand began to be recorded (the oldest ask of
+        any key kept); None: the key's own first ask.
     """
     if lead <= 0:
         raise ValueError('lead time must be positive, got %r' % (lead,))
@@ -164,18 +171,21 @@ def forecast(asks, now, lead, quantile_=0.9, recent=1800.0, days=7,
     asks = sorted((t, n) for t, n in asks if t <= now)
     if not asks:
         return Forecast(0, (), 0)
-    first = asks[0][0]
+    since = asks[0][0] if since is None else min(since, asks[0][0])
     recent_peak = peak(asks, now - recent, now + 1e-9, lead)
     daily = [peak(asks, now - day * DAY - daily_span,
                   now - day * DAY + daily_span, lead)
              for day in range(1, days + 1)
-             if now - day * DAY + daily_span >= first]
+             if now - day * DAY + daily_span >= since]
     target = max(recent_peak, quantile(daily, quantile_))
     top = max(daily + [recent_peak])
-    # Every observed second counts once, the recent horizon's and the daily
-    # one's alike (not the larger of their two shares: see above).
+    # Every observed second of each horizon counts once (not the larger of
+    # their shares: see above).
     seconds = coverage(asks, now - recent, now, lead)
     for day in range(1, len(daily) + 1):
         seconds.update(coverage(asks, now - day * DAY - daily_span,
                                 now - day * DAY + daily_span, lead))
+    week = max(since, now - days * DAY)
+    if week < now - recent:
+        seconds.update(coverage(asks, week, now - recent, lead))
     return Forecast(target, share_at_least(seconds, top), len(daily) + 1)

@@ -130,6 +130,7 @@ class Policy:
         :param manual: the keys of operators' pools, never learned.
         """
         leads = leads or {}
+        since = pool_demand.recorded_since(doc)
         candidates = []
         for key, history in pool_demand.asks_by_key(doc).items():
             entry = doc['keys'].get(key)
@@ -148,7 +149,8 @@ class Policy:
                 continue
             lead = leads.get(key) or self.group.default_lead_time
             candidates.append(allocation.Candidate(
-                key, self.project_id, forecast.forecast(history, now, lead),
+                key, self.project_id,
+                forecast.forecast(history, now, lead, since=since),
                 max(0.0, entry['fresh_overhead_s'] - CLAIM_SECONDS), lead,
                 self.group.learn_max_size))
         return candidates

@@ -60,6 +60,9 @@ class DemandLogTest(testcase.TestCase):
             self.log.record_ask(SPEC, 1, 0, now=float(i))
         self.assertEqual([3.0, 4.0, 5.0, 6.0, 7.0],
                          [a[0] for a in self.log.read('proj')['asks']])
+        # The record begins with the oldest ask kept.
+        self.assertEqual(3.0, demand.recorded_since(self.log.read('proj')))
+        self.assertIsNone(demand.recorded_since(demand.empty('proj')))
         self.log.record_ask(OTHER, 1, 0, now=150.0)
         doc = self.log.read('proj')
         self.assertEqual([[150.0, OTHER.key, 1, 0]], doc['asks'])

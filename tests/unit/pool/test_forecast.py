@@ -87,9 +87,11 @@ class ForecastTest(testcase.TestCase):
         f = forecast.forecast(asks, 7 * DAY + 1800.0, LEAD)
         self.assertEqual(1, f.target)
         # Seven daily windows of two hours, each with two lead times held
-        # by an ask, and the last half hour, with none.
-        self.assertAlmostEqual(7 * 2 * LEAD / (7 * 7200.0 + 1800.0),
-                               f.chance(1), places=9)
+        # by an ask; the last half hour, with none; and the week before
+        # it, from 0:30 on the first day, with the 167 asks after then.
+        self.assertAlmostEqual(
+            (7 * 2 + 167) * LEAD / (7 * 7200.0 + 1800.0 + 7 * DAY - 1800.0),
+            f.chance(1), places=9)
         self.assertAlmostEqual(LEAD / 3600.0, f.chance(1), places=2)
         self.assertEqual(0.0, f.chance(2))
 
@@ -129,9 +131,34 @@ class ForecastTest(testcase.TestCase):
         self.assertGreater(at_one.chance(2), at_one.chance(3))
         self.assertGreater(at_one.chance(3), 0.0)
         self.assertEqual(0.0, at_one.chance(4))
-        # Twelve hours later the daily horizon holds none of the bursts.
+        # Twelve hours later the daily horizon holds none of the bursts:
+        # nothing to keep warm, though the week still says they come.
         at_one_pm = forecast.forecast(asks, 7 * DAY + 13 * 3600.0, LEAD)
-        self.assertEqual((0, 0.0), (at_one_pm.target, at_one_pm.chance(1)))
+        self.assertEqual(0, at_one_pm.target)
+        self.assertLess(at_one_pm.chance(1), at_one.chance(1) / 4)
+
+    def test_a_key_first_asked_now_was_watched_since_the_record_began(self):
+        """The days before a key's first ask count: it was not asked for.
+
+        One ask a minute ago of a key new to a week-old record is no
+        likelier than the key asked for once an hour all week; from its
+        own first ask on, the half hour would have said a lead time in
+        half an hour.
+        """
+        now = 7 * DAY + 12 * 3600.0
+        hourly = [(h * 3600.0, 1) for h in range(int(now // 3600.0))]
+        new = [(now - 60.0, 1)]
+        watched = forecast.forecast(new, now, LEAD, since=0.0)
+        self.assertEqual(1, watched.target)
+        self.assertLess(watched.chance(1),
+                        forecast.forecast(hourly, now, LEAD,
+                                          since=0.0).chance(1))
+        self.assertAlmostEqual(LEAD / 1800.0,
+                               forecast.forecast(new, now, LEAD).chance(1))
+        # The week's share: one lead time held in seven days and the
+        # daily windows (the ask is in none of them).
+        self.assertAlmostEqual(
+            LEAD / (7 * DAY + 7 * 7200.0), watched.chance(1), places=9)
 
     def test_bad_parameters(self):
         self.assertRaises(ValueError, forecast.forecast, [], 0, 0)
