@@ -155,8 +155,8 @@ class ForecastTest(testcase.TestCase):
                                           since=0.0).chance(1))
         self.assertAlmostEqual(LEAD / 1800.0,
                                forecast.forecast(new, now, LEAD).chance(1))
-        # The week's share: one lead time held in seven days and the
-        # daily windows (the ask is in none of them).
+        # One lead time held (in the recent half hour) out of the week
+        # (the half hour and the days before it) and the daily windows.
         self.assertAlmostEqual(
             LEAD / (7 * DAY + 7 * 7200.0), watched.chance(1), places=9)
 
