@@ -29,6 +29,7 @@ pinned: eviction treats them like any other entry.
 """
 
 import collections
+import threading
 
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
@@ -49,30 +50,55 @@ CONF = cfg.CONF
 NAMED, MARKED, BUS = 'named', 'marked', 'bus'
 
 
-def glance_context():
-    """An internal-tenant context for Glance calls no user made.
+class GlanceContext:
+    """Internal-tenant contexts for Glance calls no user made.
 
     With Cinder's ``[glance]`` credentials set (``auth_type`` and its
     options, Cinder's own settings for privileged Glance access), the calls
     carry that user's token, and Glance's endpoint comes from the catalog
-    when ``glance_api_servers`` is not set.
+    when ``glance_api_servers`` is not set. The credentials are loaded and
+    the endpoint looked up once, by the first call that succeeds: every
+    later pass reuses the token (keystoneauth renews it before it expires)
+    instead of logging in again, which costs Keystone a password hash.
+
+    :param conf: the options to read (default: Cinder's).
     """
-    ctx = golden.internal_context()
-    if CONF.glance.auth_type:
-        auth = ks_loading.load_auth_from_conf_options(CONF, 'glance')
-        ctx.user_auth_plugin = auth
-        if CONF.glance_api_servers is None:
-            session = ks_loading.load_session_from_conf_options(
-                CONF, 'glance', auth=auth)
-            service_type, _name, endpoint_type = (
-                CONF.glance_catalog_info.split(':'))
-            url = session.get_endpoint(
-                service_type=service_type,
-                interface=endpoint_type.replace('URL', ''),
-                region_name=CONF.glance.region_name)
-            ctx.service_catalog = [{'type': service_type,
-                                    'endpoints': [{endpoint_type: url}]}]
-    return ctx
+
+    def __init__(self, conf=None):
+        self.conf = conf or CONF
+        self._lock = threading.Lock()
+        self._auth = None
+        self._catalog = None
+
+    def __call__(self):
+        ctx = golden.internal_context()
+        if self.conf.glance.auth_type:
+            ctx.user_auth_plugin, catalog = self._credentials()
+            if catalog is not None:
+                ctx.service_catalog = catalog
+        return ctx
+
+    def _credentials(self):
+        with self._lock:
+            if self._auth is None:
+                conf = self.conf
+                auth = ks_loading.load_auth_from_conf_options(conf, 'glance')
+                catalog = None
+                if conf.glance_api_servers is None:
+                    session = ks_loading.load_session_from_conf_options(
+                        conf, 'glance', auth=auth)
+                    service_type, _name, endpoint_type = (
+                        conf.glance_catalog_info.split(':'))
+                    url = session.get_endpoint(
+                        service_type=service_type,
+                        interface=endpoint_type.replace('URL', ''),
+                        region_name=conf.glance.region_name)
+                    catalog = [{'type': service_type,
+                                'endpoints': [{endpoint_type: url}]}]
+                # Kept only once the lookup worked: a failed one is tried
+                # again by the next pass.
+                self._auth, self._catalog = auth, catalog
+            return self._auth, self._catalog
 
 
 def marked_hot(image_meta, prop):
@@ -103,7 +129,8 @@ class Prewarmer:
     """The pre-warm task of one backend's :class:`~.mirror.Mirror`.
 
     :param image_service: callable returning a fresh image service.
-    :param context: callable returning the context for Glance calls.
+    :param context: callable returning the context for Glance calls
+        (default: a :class:`GlanceContext`).
     :param reports: callable returning the host reports' snapshot.
     """
 
@@ -113,7 +140,7 @@ class Prewarmer:
         self.conf = conf
         self.image_service = (
             image_service or glance.get_default_image_service)
-        self.context = context or glance_context
+        self.context = context or GlanceContext()
         self.reports = reports or (lambda: reader.get_cache().snapshot())
         self._loop = periodic.Periodic(
             'mlaccel-prewarm', lambda: self.conf.prewarm_interval,

@@ -49,9 +49,11 @@ from mlaccel_lab.experiment import aiocosts
 from mlaccel_lab.experiment import aiostate
 from mlaccel_lab.experiment import arms as arms_mod
 from mlaccel_lab.experiment import coldlaunch
+from mlaccel_lab.experiment import results as results_mod
 from mlaccel_lab.experiment import runner as runner_mod
 from mlaccel_lab.experiment import workload as workload_mod
 from mlaccel_lab.testing.aio import cloud
+from mlaccel_lab.testing.aio import cpu
 from mlaccel_lab.testing.aio import layout as aio_layout
 from mlaccel_lab.testing.aio import procs
 
@@ -102,6 +104,7 @@ class AioRunner(runner_mod.TaskRunner):
         self.conn = None
         self.images = {}
         self.mark = None
+        self.cpu_mark = None
         self.store = None
         self.listener = None
         self.warmup_image = None
@@ -272,6 +275,7 @@ class AioRunner(runner_mod.TaskRunner):
         aiostate.delete_servers(self.conn, [
             '^%s-' % prefix for prefix in (NAME_PREFIX, STOCK_PREFIX)])
         self.mark = aiocosts.LogMark(self.lay)
+        self.cpu_mark = cpu.sample(self.lay)
         self._seen = set()
         self._copies = []
         self._members_before = aiostate.member_seconds(
@@ -391,7 +395,9 @@ class AioRunner(runner_mod.TaskRunner):
                 self._members_before
         return {'glance_bytes': glance, 'volume_copies': copies,
                 'pool_idle_vm_seconds': idle,
-                'pool_member_vm_seconds': members}
+                'pool_member_vm_seconds': members,
+                results_mod.CPU_COSTS: cpu.used(self.cpu_mark,
+                                                cpu.sample(self.lay))}
 
     def restore(self):
         """Every mechanism on and no pool, as the cloud is brought up."""

@@ -188,7 +188,38 @@ def format_summary(summary, title):
     lines.append('Pool members\' VM-seconds (create request to deletion or '
                  'the run\'s end) per task-second saved, %s: %s'
                  % (MAIN, _num(summary['member_s_per_saved_s'])))
+    cpu = {arm: cpu_groups(cost[results_mod.CPU_COSTS])
+           for arm, cost in summary['costs'].items()
+           if results_mod.CPU_COSTS in (cost or {})}
+    if cpu:
+        lines.append('')
+        lines.append('CPU seconds per run, by part (all share the machine\'s '
+                     'cores):')
+        lines.append('%-20s' % 'arm'
+                     + ''.join('%10s' % g for g in CPU_GROUPS))
+        for arm, groups in cpu.items():
+            lines.append('%-20s' % arm + ''.join(
+                '%10.1f' % groups[g] for g in CPU_GROUPS))
     return '\n'.join(lines) + '\n'
+
+
+#: The CPU table's columns: the machine's total, the guests, the services
+#: of these projects (by name prefix), and the rest of the total (the other
+#: services, the experiment itself, the kernel).
+CPU_GROUPS = ('total', 'guests', 'nova', 'cinder', 'keystone', 'mlaccel',
+              'other')
+
+
+def cpu_groups(parts):
+    """A run's CPU seconds by part, summed into :data:`CPU_GROUPS`."""
+    groups = dict.fromkeys(CPU_GROUPS, 0.0)
+    for part, seconds in parts.items():
+        group = part if part in ('total', 'guests') else part.split('-')[0]
+        if group in groups and group != 'other':
+            groups[group] += seconds
+    groups['other'] = max(0.0, groups['total'] - sum(
+        groups[g] for g in CPU_GROUPS if g not in ('total', 'other')))
+    return groups
 
 
 def _ci(found):

@@ -54,6 +54,10 @@ RUN_COSTS = ('glance_bytes', 'volume_copies', 'pool_idle_vm_seconds',
              'pool_member_vm_seconds')
 #: Costs added since version 1: older files lack them and still load.
 ADDED_COSTS = ('pool_member_vm_seconds',)
+#: A measured run's CPU seconds by part (each service, the guests, the
+#: machine's total: :mod:`mlaccel_lab.testing.aio.cpu`), where a runner
+#: can read them: ``{part: seconds}`` in its costs.
+CPU_COSTS = 'cpu_seconds'
 
 #: What a runner puts in each VM's ``facts``: the compute host, the image's
 #: name and size, ``boot`` ('image' or 'volume'), the bytes its creation
@@ -90,7 +94,11 @@ SCHEMA = {
                 'costs': {'type': 'object',
                           'required': [k for k in RUN_COSTS
                                        if k not in ADDED_COSTS],
-                          'properties': {k: _NUMBER for k in RUN_COSTS}}}}},
+                          'properties': dict(
+                              {k: _NUMBER for k in RUN_COSTS},
+                              **{CPU_COSTS: {
+                                  'type': 'object',
+                                  'additionalProperties': _NUMBER}})}}}},
     },
 }
 
@@ -137,7 +145,10 @@ def run_entry(run, outcome, workload):
         raise ValueError('runner returned records for tasks %s, expected '
                          'one for each of the %d tasks'
                          % (indexes, len(workload.tasks)))
-    costs = {key: outcome.get('costs', {}).get(key, 0) for key in RUN_COSTS}
+    given = outcome.get('costs', {})
+    costs = {key: given.get(key, 0) for key in RUN_COSTS}
+    if CPU_COSTS in given:
+        costs[CPU_COSTS] = dict(given[CPU_COSTS])
     return dict(run.to_dict(), records=records, costs=costs)
 
 
@@ -256,7 +267,9 @@ def costs(results, arm):
 
     ``idle_vm_seconds`` adds each VM's buffering (a VM that exists and does
     not yet run its task) to the pool members' idle time. A cost some run
-    lacks (:data:`ADDED_COSTS`, older files) is left out.
+    lacks (:data:`ADDED_COSTS`, older files; :data:`CPU_COSTS`, a runner
+    that does not read them) is left out, and so is a CPU part some run
+    lacks.
     """
     runs = kept_runs(results, arm)
     if not runs:
@@ -270,4 +283,10 @@ def costs(results, arm):
                     for vm in rec['vms'])
     out['idle_vm_seconds'] = (buffering / len(runs)
                               + out['pool_idle_vm_seconds'])
+    if all(CPU_COSTS in run['costs'] for run in runs):
+        parts = set.intersection(*(set(run['costs'][CPU_COSTS])
+                                   for run in runs))
+        out[CPU_COSTS] = {part: sum(run['costs'][CPU_COSTS][part]
+                                    for run in runs) / len(runs)
+                          for part in sorted(parts)}
     return out

@@ -18,11 +18,25 @@ real :class:`mlaccel.hostreport.HostReport` objects in a real
 :class:`mlaccel.statebus.reader.Snapshot`, as the report cache gives them.
 """
 
+import json
+import socket
+import subprocess
+import sys
 import time
+import urllib.request
 
+from keystoneauth1 import exceptions as ks_exceptions
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+from cinder.common import config
+from cinder.image import glance
+
+from mlaccel.cinder import prewarm
 from mlaccel import hostreport
 from mlaccel.statebus import reader
 from tests.functional.cinder import base
+from tests.functional.cinder import keystone_standin
 
 MIB = base.MIB
 NAMED = '0c0c0c0c-0000-4000-8000-00000000000a'
@@ -123,3 +137,69 @@ class PrewarmLimitsTest(base.MirrorTestBase):
         self.assertEqual([used['id']],
                          [e['image_id'] for e in self.mirror.cache.entries()])
         self.assertEqual(0, self.images.downloads[hot['id']])
+
+
+class GlanceCredentialsTest(base.MirrorTestBase):
+    """Cinder's [glance] user logs in once, not once per pre-warm pass.
+
+    Keystone is a stand-in here (:mod:`.keystone_standin`): an HTTP server
+    in a process of its own that answers the token API and counts the
+    logins, each of which costs a real Keystone a password hash.
+    """
+
+    def setUp(self):
+        super().setUp()
+        proc = subprocess.Popen(
+            [sys.executable, '-m', 'tests.functional.cinder.keystone_standin'],
+            stdout=subprocess.PIPE, text=True)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        self.keystone = 'http://127.0.0.1:%d' % int(proc.stdout.readline())
+        # Cinder's own [glance] options, with a user's credentials, in
+        # options of the test's own.
+        self.conf = cfg.ConfigOpts()
+        self.conf.register_opts(glance.image_opts)
+        self.conf.register_opts(config.image_opts)
+        for opts in (glance.glance_opts, glance.glance_session_opts,
+                     glance.glance_auth_opts):
+            self.conf.register_opts(opts, group=glance.GLANCE_GROUP)
+        self.conf([], default_config_files=[])
+        self.conf.set_override('auth_type', 'v3password', group='glance')
+        self.conf.register_opts(
+            ks_loading.get_auth_plugin_conf_options('v3password'),
+            group='glance')
+        for name, value in (
+                ('auth_url', self.keystone + '/v3'), ('username', 'cinder'),
+                ('password', 'secret'), ('user_domain_id', 'default'),
+                ('project_name', 'service'),
+                ('project_domain_id', 'default')):
+            self.conf.set_override(name, value, group='glance')
+
+    def logins(self):
+        with urllib.request.urlopen(self.keystone + '/logins') as reply:
+            return json.load(reply)['logins']
+
+    def test_one_login_for_every_pass(self):
+        contexts = prewarm.GlanceContext(self.conf)
+        first, second = contexts(), contexts()
+        self.assertEqual(1, self.logins())
+        self.assertIs(first.user_auth_plugin, second.user_auth_plugin)
+        self.assertEqual(
+            [{'type': 'image', 'endpoints': [
+                {'publicURL': keystone_standin.GLANCE}]}],
+            second.service_catalog)
+        self.assertEqual(base.INTERNAL_PROJECT, second.project_id)
+
+    def test_a_failed_lookup_is_tried_again(self):
+        closed = socket.socket()
+        closed.bind(('127.0.0.1', 0))
+        port = closed.getsockname()[1]
+        closed.close()
+        live = self.conf.glance.auth_url
+        self.conf.set_override('auth_url', 'http://127.0.0.1:%d/v3' % port,
+                               group='glance')
+        contexts = prewarm.GlanceContext(self.conf)
+        self.assertRaises(ks_exceptions.ConnectFailure, contexts)
+        self.conf.set_override('auth_url', live, group='glance')
+        self.assertEqual(base.INTERNAL_PROJECT, contexts().project_id)
+        self.assertEqual(1, self.logins())

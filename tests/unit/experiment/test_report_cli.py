@@ -67,6 +67,24 @@ class TestReport(testcase.TestCase):
             'total_reduction_pct_at_trace_lengths=nan '
             'sim_overhead_reduction_pct_1k=nan', report.result_line())
 
+    def test_cpu_seconds_by_group(self):
+        groups = report.cpu_groups({
+            'total': 100.0, 'guests': 40.0, 'nova-api': 5.0,
+            'nova-compute-c1': 3.0, 'cinder-volume': 20.0, 'keystone': 4.0,
+            'mlaccel-agent-c1': 1.0, 'mariadb': 6.0})
+        self.assertEqual({'total': 100.0, 'guests': 40.0, 'nova': 8.0,
+                          'cinder': 20.0, 'keystone': 4.0, 'mlaccel': 1.0,
+                          'other': 27.0}, groups)
+        results = synthetic.results(seed=1)
+        for run in results['runs']:
+            run['costs'][results_mod.CPU_COSTS] = {'total': 50.0,
+                                                   'guests': 20.0}
+        text = report.format_summary(report.summarize(results), 'x')
+        self.assertIn('CPU seconds per run, by part', text)
+        self.assertRegex(text, r'\nstock +50\.0 +20\.0 +0\.0 .* 30\.0\n')
+        self.assertNotIn('CPU seconds', report.format_summary(
+            report.summarize(synthetic.results(seed=1)), 'x'))
+
     def test_summary_holds_for_any_task_length(self):
         results = synthetic.results()
         summary = report.summarize(results)

@@ -104,6 +104,36 @@ class TestCosts(testcase.TestCase):
             json.dump(loaded, out)
         self.assertRaises(schema.InvalidFile, results.load, path)
 
+    def test_cpu_seconds_are_a_mean_per_run_of_the_parts_every_run_has(self):
+        runs = results.kept_runs(self.results, 'stock')
+        for number, run in enumerate(runs):
+            run['costs'][results.CPU_COSTS] = {
+                'total': 100.0 + number, 'guests': 10.0 * number}
+        runs[0]['costs'][results.CPU_COSTS]['keystone'] = 5.0
+        found = results.costs(self.results, 'stock')[results.CPU_COSTS]
+        self.assertEqual(['guests', 'total'], sorted(found))
+        self.assertAlmostEqual(100.0 + (len(runs) - 1) / 2.0, found['total'])
+        self.assertAlmostEqual(5.0 * (len(runs) - 1), found['guests'])
+        # A runner that reads none (the simulator): no CPU cost at all.
+        self.assertNotIn(results.CPU_COSTS,
+                         results.costs(self.results, 'without-pool'))
+
+    def test_cpu_seconds_survive_the_file_and_must_be_numbers(self):
+        run = results.kept_runs(self.results, 'stock')[0]
+        run['costs'][results.CPU_COSTS] = {'total': 3.5, 'nova-api': 1.0}
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'results.json')
+        with open(path, 'w') as out:
+            json.dump(self.results, out)
+        loaded = results.load(path)
+        self.assertEqual({'total': 3.5, 'nova-api': 1.0},
+                         results.kept_runs(loaded, 'stock')[0]['costs'][
+                             results.CPU_COSTS])
+        run['costs'][results.CPU_COSTS]['total'] = 'a lot'
+        with open(path, 'w') as out:
+            json.dump(self.results, out)
+        self.assertRaises(schema.InvalidFile, results.load, path)
+
 
 class TestArrival(testcase.TestCase):
 
