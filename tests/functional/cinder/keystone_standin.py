@@ -12,7 +12,7 @@
 
 """A stand-in for Keystone's token API, in a process of its own.
 
-``python -m tests.functional.cinder.keystone_standin`` prints the port it
+``python keystone_standin.py`` prints the port it
 listens on (loopback), answers password logins (``POST /v3/auth/tokens``)
 with a token and a catalog holding one image endpoint, :data:`GLANCE`, and
 answers ``GET /logins`` with how many logins it has served. Each login

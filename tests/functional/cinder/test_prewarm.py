@@ -150,7 +150,8 @@ class GlanceCredentialsTest(base.MirrorTestBase):
     def setUp(self):
         super().setUp()
         proc = subprocess.Popen(
-            [sys.executable, '-m', 'tests.functional.cinder.keystone_standin'],
+            # The file itself: its package's set-up is not the stand-in's.
+            [sys.executable, keystone_standin.__file__],
             stdout=subprocess.PIPE, text=True)
         self.addCleanup(proc.wait)
         self.addCleanup(proc.kill)
