@@ -174,6 +174,7 @@ class AioRunner(runner_mod.TaskRunner):
                 'images': {i.name: i.size for i in workload.images},
                 'cloud_brought_up': self.brought_up,
                 'bringup_seconds': round(bringup, 1),
+                'volume_clones': cloud.volume_clones(self.lay),
                 runner_mod.POOLS_PREFILLED: False,
                 'pool_learning': self._learning_options(),
                 'warm_up': 'after every reset, untimed: one VM from an '

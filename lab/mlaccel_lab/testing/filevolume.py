@@ -101,30 +101,29 @@ def reflink_dir(base, size_gb=64):
             yield d, 'reflink (the file system of %s has it)' % base
         return
     with tempfile.TemporaryDirectory(dir=base) as d:
-        device, why = _mount_xfs(d, size_gb)
+        mnt = os.path.join(d, 'mnt')
+        os.mkdir(mnt)
+        device, why = mount_xfs(os.path.join(d, 'xfs.img'), mnt, size_gb)
         if why is not None:
             yield d, 'plain copies (%s)' % why
             return
-        mnt = os.path.join(d, 'mnt')
         try:
             yield mnt, 'reflink (XFS on loop device %s)' % device
         finally:
-            _unmount(mnt, device)
+            unmount(mnt)
 
 
-def _mount_xfs(directory, size_gb):
-    """Mount a new XFS with reflink on ``directory``/mnt.
+def mount_xfs(image, mnt, size_gb):
+    """Mount a new XFS with reflink, in the sparse file ``image``, on ``mnt``.
 
-    :returns: ``(loop device, None)``, or ``(None, why not)``.
+    :returns: ``(loop device, None)``, or ``(None, why not)`` with nothing
+        left mounted.
     """
     if os.geteuid() != 0:
         return None, ('not root: cannot mount an XFS file system on a loop '
                       'device')
     if shutil.which('mkfs.xfs') is None:
         return None, 'mkfs.xfs not found (install xfsprogs)'
-    image, mnt = os.path.join(directory, 'xfs.img'), os.path.join(
-        directory, 'mnt')
-    os.mkdir(mnt)
     with open(image, 'wb') as f:
         f.truncate(size_gb * units.Gi)
     # Direct I/O on the loop device: written data reaches the disk instead
@@ -139,18 +138,17 @@ def _mount_xfs(directory, size_gb):
     argv = ['mount', '-o', 'discard', device, mnt]
     done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode:
-        _unmount(None, device)
+        subprocess.run(['losetup', '--detach', device], check=False)
         return None, _failed(argv, done)
     if not has_reflink(mnt):
-        _unmount(mnt, device)
+        unmount(mnt)
         return None, 'the XFS made has no reflink'
     return device, None
 
 
-def _unmount(mnt, device):
-    if mnt is not None:
-        subprocess.run(['umount', mnt], check=False)
-    subprocess.run(['losetup', '--detach', device], check=False)
+def unmount(mnt):
+    """Unmount ``mnt`` and free its loop device."""
+    subprocess.run(['umount', '--detach-loop', mnt], check=False)
 
 
 def _failed(argv, done):

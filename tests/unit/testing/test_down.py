@@ -19,7 +19,9 @@ import os
 import fixtures
 
 from mlaccel_lab.testing.aio import cloud
+from mlaccel_lab.testing.aio import configs
 from mlaccel_lab.testing.aio import layout
+from mlaccel_lab.testing import filevolume
 from tests import testcase
 
 
@@ -55,3 +57,48 @@ class PurgeTest(testcase.TestCase):
         self.down()
         self.assertEqual(['data', 'etc', 'log', 'run', 'settings.json'],
                          sorted(os.listdir(self.lay.base)))
+
+
+class VolumesTest(testcase.TestCase):
+    """Cinder's volume directory on a loop-mounted XFS with reflink.
+
+    Real mounts: the test needs root and xfsprogs, and skips where the
+    machine cannot mount one (it then says why).
+    """
+
+    def setUp(self):
+        super().setUp()
+        base = os.path.join(self.useFixture(fixtures.TempDir()).path, 'c')
+        os.makedirs(os.path.join(base, 'run'))
+        self.lay = layout.Layout(base, settings=layout.Settings())
+        self.addCleanup(cloud.unmount_volumes, self.lay)
+
+    def test_reflink_until_the_cloud_is_down(self):
+        how = cloud.mount_volumes(self.lay)
+        if not how.startswith('reflink'):
+            self.skipTest('no reflink here: %s' % how)
+        directory = configs.volume_dir(self.lay)
+        self.assertTrue(os.path.ismount(directory) or
+                        'file system of' in how)
+        self.assertEqual(how, cloud.volume_clones(self.lay))
+        src = os.path.join(directory, 'volume-1')
+        with open(src, 'wb') as f:
+            f.write(b'v' * 65536)
+        self.assertEqual('reflink', filevolume.clone_file(
+            src, os.path.join(directory, 'volume-2')))
+        # Brought up again over the same base: the mount is kept.
+        self.assertTrue(cloud.mount_volumes(self.lay).startswith('reflink'))
+        with contextlib.redirect_stdout(io.StringIO()):
+            cloud.down(self.lay, purge=True)
+        self.assertFalse(os.path.exists(self.lay.base))
+
+    def test_plain_copies_when_asked(self):
+        self.lay = layout.Layout(self.lay.base, settings=layout.Settings(
+            reflink_volumes=False))
+        how = cloud.mount_volumes(self.lay)
+        self.assertEqual('plain copies (reflink_volumes is off)', how)
+        self.assertEqual(how, cloud.volume_clones(self.lay))
+        self.assertFalse(os.path.ismount(configs.volume_dir(self.lay)))
+
+    def test_a_cloud_that_did_not_say(self):
+        self.assertTrue(cloud.volume_clones(self.lay).startswith('unknown'))

@@ -59,6 +59,10 @@ def _parser():
                              help='number of nova-compute services')
         command.add_argument('--no-cinder', action='store_true',
                              help='leave cinder out')
+        command.add_argument('--plain-volumes', action='store_true',
+                             help='every volume clone copies the data (by '
+                                  'default volumes are on a loop-mounted '
+                                  'XFS with reflink, where one can be had)')
     up.add_argument('--no-mlaccel', action='store_true',
                     help='stock scheduler: do not run mlaccel-config')
     up.add_argument('--controllers', type=int, default=1,
@@ -94,7 +98,8 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     if args.command == 'ci':
         lay = aio_layout.Layout(args.base, aio_layout.Settings(
-            computes=args.computes, cinder=not args.no_cinder))
+            computes=args.computes, cinder=not args.no_cinder,
+            reflink_volumes=not args.plain_volumes))
         return ci.run(lay, args.functional_tests, not args.no_upstream)
     if args.command == 'demo':
         return demo.run(aio_layout.Layout(args.base, aio_layout.Settings()),
@@ -103,7 +108,8 @@ def main(argv=None):
     if args.command == 'up':
         lay = aio_layout.Layout(args.base, aio_layout.Settings(
             computes=args.computes, cinder=not args.no_cinder,
-            mlaccel=not args.no_mlaccel, controllers=args.controllers))
+            mlaccel=not args.no_mlaccel, controllers=args.controllers,
+            reflink_volumes=not args.plain_volumes))
         try:
             cloud.up(lay)
         except BaseException as exc:

@@ -35,6 +35,7 @@ from mlaccel_lab.testing.aio import configs
 from mlaccel_lab.testing.aio import layout as aio_layout
 from mlaccel_lab.testing.aio import pools
 from mlaccel_lab.testing.aio import procs
+from mlaccel_lab.testing import filevolume
 
 #: Services the others need; ``down`` stops them last.
 INFRA = ('mariadb', 'epmd', 'rabbitmq', 'redis') + tuple(
@@ -47,6 +48,9 @@ CINDER_BACKEND = 'file'
 
 #: Seconds a service gets to stop gracefully before it is killed.
 STOP_TIMEOUT = 30.0
+#: Size of the sparse file system Cinder's volumes are on (GiB; it takes
+#: only the space written).
+VOLUME_FS_GB = 64
 
 #: The image every test may boot: small raw bytes, made at bring-up.
 TEST_IMAGE_BYTES = 1024 * 1024
@@ -626,6 +630,8 @@ def _up(lay):
         for future in futures:
             future.result()
         clock.mark('schemas synced')
+    if lay.settings.cinder:
+        print('[aio] volume clones: %s' % mount_volumes(lay), flush=True)
     since = time.time()
     start_services(lay)
     clock.mark('APIs listening')
@@ -642,6 +648,49 @@ def _up(lay):
         json.dump(result, f, indent=1)
     print('[aio] up in %.1f s: %s' % (clock.total(), lay.base), flush=True)
     return result
+
+
+def mount_volumes(lay):
+    """Put the volume directory on an XFS with reflink; say how it clones.
+
+    The file system is a sparse file beside the directory, loop-mounted on
+    it until :func:`down`; one already mounted (a cloud brought up again)
+    is kept. Without reflink (not root, no xfsprogs, no loop device, or
+    ``reflink_volumes`` off) the directory stays where it is and every
+    clone copies. What was chosen goes to ``run/volumes.json``.
+    """
+    directory = configs.volume_dir(lay)
+    os.makedirs(directory, exist_ok=True)
+    if not lay.settings.reflink_volumes:
+        how = 'plain copies (reflink_volumes is off)'
+    elif filevolume.has_reflink(directory):
+        how = 'reflink (the file system of %s has it)' % directory
+    else:
+        device, why = filevolume.mount_xfs(
+            lay.path('data', 'cinder', 'volumes.xfs'), directory,
+            VOLUME_FS_GB)
+        how = ('reflink (XFS on loop device %s)' % device if why is None
+               else 'plain copies (%s)' % why)
+    with open(lay.path('run', 'volumes.json'), 'w') as f:
+        json.dump({'clones': how}, f)
+    return how
+
+
+def volume_clones(lay):
+    """How the running cloud's volume clones are made, as brought up."""
+    try:
+        with open(lay.path('run', 'volumes.json')) as f:
+            return json.load(f)['clones']
+    except (OSError, ValueError, KeyError):
+        return 'unknown (the cloud was brought up without saying)'
+
+
+def unmount_volumes(lay):
+    """Unmount what :func:`mount_volumes` mounted, if anything."""
+    if os.path.ismount(configs.volume_dir(lay)):
+        filevolume.unmount(configs.volume_dir(lay))
+        return True
+    return False
 
 
 def down(lay, purge=False, keep_logs=False):
@@ -673,6 +722,8 @@ def down(lay, purge=False, keep_logs=False):
     if left:
         print('[aio] ended %d leftover processes: %s' % (len(left), left))
     clock.mark('stopped')
+    if unmount_volumes(lay):
+        clock.mark('volume file system unmounted')
     if purge and keep_logs:
         for name in os.listdir(lay.base):
             path = os.path.join(lay.base, name)

@@ -229,6 +229,11 @@ CINDER_HOST = 'aio'
 CINDER_BACKEND = 'file'
 
 
+def volume_dir(lay):
+    """Where Cinder's file volumes live (``mlaccel_file_volume_dir``)."""
+    return lay.path('data', 'cinder', 'volumes')
+
+
 def cinder(lay):
     data = lay.path('data', 'cinder')
     os.makedirs(os.path.join(data, 'lock'), exist_ok=True)
@@ -258,7 +263,7 @@ def cinder(lay):
         CINDER_BACKEND: {
             'volume_driver': 'mlaccel_lab.testing.filevolume.FileVolumeDriver',
             'volume_backend_name': 'file',
-            'mlaccel_file_volume_dir': os.path.join(data, 'volumes'),
+            'mlaccel_file_volume_dir': volume_dir(lay),
         },
         # Glance access of the mirror-volume cache's pre-warm task.
         'glance': _client(lay, 'cinder'),

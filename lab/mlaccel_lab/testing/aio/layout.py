@@ -87,6 +87,10 @@ class Settings:
     #: nova-scheduler, a cinder-scheduler and a pool manager on its own
     #: member of a three-member etcd cluster.
     controllers: int = 1
+    #: Cinder's file volumes on an XFS with reflink (loop-mounted), where
+    #: a clone is copy-on-write as on most production backends; False, or
+    #: where none can be mounted: every clone copies the data.
+    reflink_volumes: bool = True
     ports: Ports = Ports()
 
     def to_dict(self):
