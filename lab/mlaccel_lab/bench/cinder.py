@@ -42,7 +42,7 @@ burst any driver whose pool is empty could go.
 The files (images, volumes, Cinder's image conversion directory) go to a
 directory where clones are reflinks: the default temporary directory if its
 file system has them, else, as root, a new XFS with reflink on a loop device
-(:func:`mlaccel_lab.testing.filevolume.reflink_dir`); failing that, plain
+(:func:`mlaccel_lab.testing.reflink.reflink_dir`); failing that, plain
 copies, and the first line says why. Concurrency mode: native threads unless
 OS_CINDER_DISABLE_EVENTLET_PATCHING says otherwise. The fake message
 transport wakes its listeners on delivery, as a broker would, rather than
@@ -85,7 +85,7 @@ from cinder import objects  # noqa: E402
 from mlaccel.cinder import imagewrite  # noqa: E402
 from mlaccel.conf import cinder as cinder_opts  # noqa: E402
 from mlaccel_lab.testing import cinderharness  # noqa: E402
-from mlaccel_lab.testing import filevolume  # noqa: E402
+from mlaccel_lab.testing import reflink  # noqa: E402
 
 objects.register_all()
 MIB = cinderharness.MIB
@@ -377,7 +377,7 @@ def main(argv):
         scratch_dir = contextlib.nullcontext(
             (None, 'plain copies (--clones copy)'))
     else:
-        scratch_dir = filevolume.reflink_dir(tempfile.gettempdir())
+        scratch_dir = reflink.reflink_dir(tempfile.gettempdir())
     with scratch_dir as (scratch, how):
         directory = scratch or tempfile.gettempdir()
         print('cinder volume-from-image, %s, file backend in %s, clones: %s'

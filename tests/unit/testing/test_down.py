@@ -21,7 +21,7 @@ import fixtures
 from mlaccel_lab.testing.aio import cloud
 from mlaccel_lab.testing.aio import configs
 from mlaccel_lab.testing.aio import layout
-from mlaccel_lab.testing import filevolume
+from mlaccel_lab.testing import reflink
 from tests import testcase
 
 
@@ -84,7 +84,7 @@ class VolumesTest(testcase.TestCase):
         src = os.path.join(directory, 'volume-1')
         with open(src, 'wb') as f:
             f.write(b'v' * 65536)
-        self.assertEqual('reflink', filevolume.clone_file(
+        self.assertEqual('reflink', reflink.clone_file(
             src, os.path.join(directory, 'volume-2')))
         # Brought up again over the same base: the mount is kept.
         self.assertTrue(cloud.mount_volumes(self.lay).startswith('reflink'))

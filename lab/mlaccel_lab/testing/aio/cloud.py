@@ -35,7 +35,7 @@ from mlaccel_lab.testing.aio import configs
 from mlaccel_lab.testing.aio import layout as aio_layout
 from mlaccel_lab.testing.aio import pools
 from mlaccel_lab.testing.aio import procs
-from mlaccel_lab.testing import filevolume
+from mlaccel_lab.testing import reflink
 
 #: Services the others need; ``down`` stops them last.
 INFRA = ('mariadb', 'epmd', 'rabbitmq', 'redis') + tuple(
@@ -663,10 +663,10 @@ def mount_volumes(lay):
     os.makedirs(directory, exist_ok=True)
     if not lay.settings.reflink_volumes:
         how = 'plain copies (reflink_volumes is off)'
-    elif filevolume.has_reflink(directory):
+    elif reflink.has_reflink(directory):
         how = 'reflink (the file system of %s has it)' % directory
     else:
-        device, why = filevolume.mount_xfs(
+        device, why = reflink.mount_xfs(
             lay.path('data', 'cinder', 'volumes.xfs'), directory,
             VOLUME_FS_GB)
         how = ('reflink (XFS on loop device %s)' % device if why is None
@@ -688,7 +688,7 @@ def volume_clones(lay):
 def unmount_volumes(lay):
     """Unmount what :func:`mount_volumes` mounted, if anything."""
     if os.path.ismount(configs.volume_dir(lay)):
-        filevolume.unmount(configs.volume_dir(lay))
+        reflink.unmount(configs.volume_dir(lay))
         return True
     return False
 

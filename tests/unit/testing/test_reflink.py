@@ -10,7 +10,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""The file-backed test backend's clones keep bytes and holes."""
+"""Clones of files (the test volumes'): reflinks, or copies that keep holes."""
 
 import os
 import tempfile
@@ -18,7 +18,7 @@ import tempfile
 import fixtures
 import testtools
 
-from mlaccel_lab.testing import filevolume
+from mlaccel_lab.testing import reflink
 
 MIB = 1024 * 1024
 
@@ -33,7 +33,7 @@ class CloneFileTest(testtools.TestCase):
             f.seek(64 * MIB)
             f.write(b'b' * MIB)
             f.truncate(256 * MIB)
-        how = filevolume.clone_file(src, dst)
+        how = reflink.clone_file(src, dst)
         self.assertIn(how, ('reflink', 'copy'))
         self.assertEqual(256 * MIB, os.path.getsize(dst))
         with open(dst, 'rb') as f:
@@ -46,15 +46,15 @@ class CloneFileTest(testtools.TestCase):
         self.assertLess(os.stat(dst).st_blocks * 512, 16 * MIB)
 
     def test_reflink_where_a_file_system_has_it(self):
-        with filevolume.reflink_dir(tempfile.gettempdir(), size_gb=1) as (
+        with reflink.reflink_dir(tempfile.gettempdir(), size_gb=1) as (
                 d, how):
             if not how.startswith('reflink'):
                 self.skipTest('no reflink here: %s' % how)
             src, dst = os.path.join(d, 'src'), os.path.join(d, 'dst')
             with open(src, 'wb') as f:
                 f.write(b'r' * 8 * MIB)
-            self.assertEqual('reflink', filevolume.clone_file(src, dst))
-            self.assertEqual('copy', filevolume.clone_file(
+            self.assertEqual('reflink', reflink.clone_file(src, dst))
+            self.assertEqual('copy', reflink.clone_file(
                 src, dst + '2', reflink=False))
             for path in (dst, dst + '2'):
                 with open(path, 'rb') as f:
