@@ -31,7 +31,7 @@ from cinder.tests.functional.api import client
 
 from mlaccel.cinder import golden
 from mlaccel.cinder import readypool
-from mlaccel_lab.testing import filevolume
+from mlaccel_lab.testing import reflink
 from tests.functional.cinder import base
 from tests import unsafe_images
 
@@ -158,7 +158,7 @@ class MirrorTest(base.MirrorTestBase):
                 f.write(b'x' * MIB)
             raise IOError('disk went away')
 
-        self._patch(filevolume, 'clone_file', broken)
+        self._patch(reflink, 'clone_file', broken)
         volume = self.wait(self.create(image['id']))
         self.assertEqual('error', volume['status'])
         self.assertNotIn('volume-%s' % volume['id'], self.volume_files())
