@@ -27,9 +27,9 @@ from oslo_config import cfg
 from oslo_utils import uuidutils
 
 from mlaccel.cmd import common
-from mlaccel.pool import allocation
 from mlaccel.pool import claims
 from mlaccel.pool import cli as pool_cli
+from mlaccel.pool import demand
 from mlaccel.pool import learning
 from mlaccel.pool import spec as pool_spec
 from mlaccel.pool import store as pool_store
@@ -146,11 +146,24 @@ def _list(conf, store):
         states = [store.read(key) for key in store.keys()]
         warm = sum(len(pool_store.members(s, pool_store.IDLE))
                    for s in states)
-        print('budget: %d of %d warm members (%d idle VM-hours a day, '
-              'counted as idle all day); learned pools for projects %s'
-              % (warm, allocation.member_cap(learning.budget_of(group)),
-                 group.budget_idle_vm_hours,
-                 ', '.join(group.learn_projects) or 'none'))
+        print('budget: %d of %d warm members at once; learned pools for '
+              'projects %s' % (warm, group.budget_members,
+                               ', '.join(group.learn_projects) or 'none'))
+        log = demand.DemandLog.from_conf(store, conf)
+        now = time.time()
+        for project in group.learn_projects:
+            operators = sum(
+                len(pool_store.members(s, pool_store.IDLE)) for s in states
+                if not learning.is_learned(s)
+                and pool_store.spec_of(s).project_id == project)
+            hours = (demand.spent(log.read(project), now) / 3600.0
+                     + 24.0 * operators)
+            print('budget of %s: %.1f of %g idle VM-hours spent over the '
+                  'last 24 hours (learned pools, and 24 per warm member of '
+                  'an operator\'s pool): %s' % (
+                      project, hours, group.budget_idle_vm_hours,
+                      'within' if hours <= group.budget_idle_vm_hours + 1e-6
+                      else 'EXCEEDED'))
         cap = learning.cloud_cap(group)
         if cap is not None:
             print('cloud budget: %d of %d members held by all projects\' '

@@ -194,19 +194,24 @@ OPTS = [
         help='Ids of the flavors learned pools may hold; empty: any.'),
     cfg.IntOpt(
         'budget_members',
-        default=4,
+        default=8,
         min=0,
-        help='The most warm (idle) members of the project\'s pools, '
-             'learned and operator-made together; the learned pools get '
-             'what the operator\'s leave.'),
+        help='The most warm (idle) members of the project\'s pools at '
+             'once, learned and operator-made together; the learned pools '
+             'get what the operator\'s leave.'),
     cfg.FloatOpt(
         'budget_idle_vm_hours',
         default=96.0,
         min=0.0,
-        help='The most idle VM-hours a day the warm members may cost. A '
-             'member is counted as idle all day, the most it can cost, so '
-             'this allows budget_idle_vm_hours / 24 members at once, and '
-             'holds whatever the demand does.'),
+        help='The most VM-hours the learned pools\' members may cost over '
+             'any 24 hours, from each member\'s create request to its claim '
+             'or deletion (an operator\'s pool\'s warm member counts 24). '
+             'The manager spends them in the hours the project\'s recorded '
+             'days were busy, up to budget_members at once, and holds '
+             'fewer members in the quiet ones; while no day of demand is '
+             'recorded, budget_idle_vm_hours / 24 members at once. The '
+             'members\' time over the last 24 hours is recorded beside the '
+             'demand; the manager never lets it pass this.'),
     cfg.IntOpt(
         'cloud_budget_members',
         min=0,
@@ -222,9 +227,10 @@ OPTS = [
         'cloud_budget_idle_vm_hours',
         min=0.0,
         help='The most idle VM-hours a day the warm members of all '
-             'projects together may cost, counted as budget_idle_vm_hours '
-             'is (a member idle all day). Unset: each project\'s budget '
-             'only.'),
+             'projects together may cost, each member counted idle all day '
+             '(projects do not share one daily rhythm), so it allows '
+             'cloud_budget_idle_vm_hours / 24 members at once. Unset: each '
+             'project\'s budget only.'),
     cfg.IntOpt(
         'learn_max_size',
         default=10,

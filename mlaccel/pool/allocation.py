@@ -20,17 +20,23 @@ then saves ``saving × p_m`` seconds of waiting and sits idle the whole
 lead time otherwise. Members are granted in the order of that value
 density, saved seconds per idle second (``saving × p_m / (lead × (1 -
 p_m))``, about ``saving`` times the key's asks per second), the idea the
-mirror-volume cache evicts by, until the forecast's
-target of each key is met or a budget would be exceeded: the most members
-(overall and per project) and the most idle VM-hours a day. A member is
-counted as idle all day (24 VM-hours), the most it can cost: a budget of
-``H`` idle VM-hours a day therefore allows ``H / 24`` members alive at
-once, and holds whatever the demand does. A key's members come in order
+mirror-volume cache evicts by, until the forecast's target of each key is
+met or a budget would be exceeded: the most members (overall and per
+project) and the most idle VM-hours a day. A key's members come in order
 (its ``m``-th before its ``m + 1``-th). A member alive keeps its place
 while its key's forecast still asks for it (rebuilding elsewhere would pay
 a new lead time): only the room left goes by density.
 :func:`to_create` keeps members being built within the same bounds, so no
 budget is ever exceeded.
+
+The idle VM-hours a day are spent where the day is busy (:func:`paced`):
+the ``H`` member-hours of the next 24 go to the hours and members of the
+most value, each member's density times its hour's shape
+(:func:`mlaccel.pool.forecast.day_shape`), at most ``members`` in any hour;
+the hour now gets its share of those. On a flat day (nothing known of its
+rhythm) that is ``H / 24`` members all day. :func:`spend_room` bounds the
+members by what the last 24 hours already spent, so the members' time over
+any day stays within ``H`` whatever the forecast says.
 """
 
 import dataclasses
@@ -88,13 +94,51 @@ def density(saving, chance, lead):
     return saving * chance / ((1.0 - chance) * lead)
 
 
+def member_densities(candidates):
+    """Density of every member the candidates' forecasts ask for."""
+    return [density(c.saving, c.forecast.chance(m), c.lead)
+            for c in candidates
+            for m in range(1, min(c.forecast.target, c.max_size) + 1)]
+
+
+def paced(densities, budget, shape):
+    """Members warm now, of the day's ``budget.idle_vm_hours``.
+
+    :param densities: each member's density (:func:`member_densities`).
+    :param shape: ``shape[i]``, how busy hour ``i`` from now is against the
+        day's mean (:func:`mlaccel.pool.forecast.day_shape`).
+
+    Every hour offers its ``budget.members`` most valuable members, each
+    one member-hour worth its density times the hour's shape; the day's
+    ``idle_vm_hours`` member-hours go to the most valuable offers, and the
+    hour now keeps the members it won (a tie goes to the later hour, so
+    that no hour wins a tie it would lose an hour later).
+    """
+    best = sorted((d for d in densities if d > 0),
+                  reverse=True)[:budget.members]
+    offers = sorted((-(d * factor), -hour) for hour, factor in
+                    enumerate(shape) if factor > 0 for d in best)
+    hours = int(budget.idle_vm_hours + 1e-9)
+    return sum(1 for _value, hour in offers[:hours] if hour == 0)
+
+
+def spend_room(budget, spent_s, horizon):
+    """Members alive for ``horizon`` s that keep the day within budget.
+
+    :param spent_s: member-seconds spent over the 24 hours up to now.
+    :param horizon: seconds until the members can next be retired.
+    """
+    left = budget.idle_vm_hours * 3600.0 - spent_s
+    return max(0, int(left // horizon)) if horizon > 0 else 0
+
+
 def members_for(idle_vm_hours):
     """Members alive at once that ``idle_vm_hours`` a day allow."""
     return max(0, int(idle_vm_hours // 24.0 + 1e-9))
 
 
 def member_cap(budget, project=None):
-    """The most members alive at once that ``budget`` allows."""
+    """The most members alive at once, each counted idle all day."""
     members, hours = budget.members, budget.idle_vm_hours
     if project is not None:
         members = min(members, budget.project_members.get(project, members))

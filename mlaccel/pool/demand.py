@@ -23,6 +23,12 @@ pools (private files, written under the store's lock on the state bus):
 all launchers of a project write to the same one, so demand is recorded
 once per cloud. Bounded by ``[mlaccel_pool] demand_records`` and
 ``demand_max_age``; it survives a manager's restart.
+
+The same document keeps what the project's learned pools spent over the
+last day: the members they hold (warm, or about to be built to their
+target), written by the manager each round when the number changes, so
+that a budget of idle VM-hours a day counts the day's member-seconds
+(:func:`spent`), across restarts and whichever manager leads.
 """
 
 import hashlib
@@ -39,6 +45,7 @@ SUFFIX = '.demand'
 VERSION = 1
 #: Weight of a new fresh-overhead sample in a key's moving average.
 OVERHEAD_WEIGHT = 0.2
+DAY = 86400.0
 
 HIT, PARTIAL, MISS = 'hit', 'partial', 'miss'
 
@@ -90,6 +97,42 @@ def add_fresh(doc, key, samples):
         entry['fresh_overhead_s'] = seconds if old is None else (
             (1 - OVERHEAD_WEIGHT) * old + OVERHEAD_WEIGHT * seconds)
         entry['fresh_samples'] += 1
+
+
+def add_spend(doc, now, members):
+    """Record that the learned pools hold ``members`` from ``now`` on.
+
+    Kept only when the number changes, for the last day.
+    """
+    if members < 0:
+        raise ValueError('members must be >= 0, got %r' % (members,))
+    spend = doc.setdefault('spend', [])
+    if not spend or spend[-1][1] != members:
+        spend.append([now, members])
+    # The last change before the day began still holds at its start.
+    old = sum(1 for t, _n in spend if t <= now - DAY)
+    del spend[:max(0, old - 1)]
+
+
+def holding(doc):
+    """The members last recorded held (0 if none)."""
+    spend = doc.get('spend') or []
+    return spend[-1][1] if spend else 0
+
+
+def spent(doc, now, window=DAY):
+    """Member-seconds the learned pools held over ``window`` up to now.
+
+    Each recorded number holds until the next one, the last one until now
+    (while no manager records, whatever it held is counted held).
+    """
+    spend = doc.get('spend') or []
+    begin, total = now - window, 0.0
+    for (t, members), after in zip(spend, spend[1:] + [[now, 0]]):
+        start, end = max(t, begin), min(after[0], now)
+        if end > start:
+            total += members * (end - start)
+    return total
 
 
 def prune(doc, now, max_records, max_age):
@@ -166,6 +209,12 @@ class DemandLog:
         samples = list(samples)
         self._update(spec.project_id,
                      lambda doc: add_fresh(doc, spec.key, samples), now)
+
+    def record_spend(self, project_id, members, now=None):
+        """Record the members the project's learned pools hold now."""
+        now = time.time() if now is None else now
+        self._update(project_id,
+                     lambda doc: add_spend(doc, now, members), now)
 
     def read(self, project_id):
         """The project's demand document (no lock: a consistent copy)."""

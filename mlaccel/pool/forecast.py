@@ -50,6 +50,13 @@ before it, the key was watched and not asked for. A burst going on still
 counts: its asks raise the key's target at once, and its share of the
 observed time. Simple on purpose: measured shares of time, no fitted model
 to go wrong on a new key; a key with no recorded asks forecasts nothing.
+
+When in the day to spend a budget of idle VM-hours a day is a question of
+the whole project, not of a key: :func:`day_shape` says how busy each of
+the next 24 hours was on the recorded days against the record's mean, from
+every key's asks together (a few hundred VMs a day where one key has a
+handful). Keys are taken to share the project's daily rhythm: a member's
+value in an hour is its key's value times the hour's shape.
 """
 
 import bisect
@@ -149,6 +156,38 @@ def share_at_least(seconds, top):
         return (0.0,) * top
     return tuple(sum(s for held, s in seconds.items() if held >= m) / total
                  for m in range(1, top + 1))
+
+
+def day_shape(asks, now, hours=24, days=7, span=3600.0, since=None):
+    """How busy each of the next ``hours`` hours is, against the mean.
+
+    ``shape[i]`` is the rate of VMs asked for within ``span`` seconds of the
+    time of day of ``now + i`` hours, on the last ``days`` days the record
+    covers whole, over the record's mean rate. Every hour is 1.0 while no
+    day is recorded (a flat day: nothing known of its rhythm).
+
+    :param asks: ``(time, vms)`` pairs of every key of the project.
+    :param since: when the demand began to be recorded; None: the oldest
+        ask.
+    """
+    asks = sorted((t, n) for t, n in asks if t <= now)
+    if not asks:
+        return (1.0,) * hours
+    since = asks[0][0] if since is None else min(since, asks[0][0])
+    if now - since <= 0:
+        return (1.0,) * hours
+    mean = sum(n for _, n in asks) / (now - since)
+    starts = [[s for s in (now + hour * 3600.0 - day * DAY - span
+                           for day in range(1, days + 1))
+               if s >= since and s + 2 * span <= now]
+              for hour in range(hours)]
+    counts = iter(window_counts(asks, [s for own in starts for s in own],
+                                2 * span))
+    shape = []
+    for own in starts:
+        asked = sum(next(counts) for _ in own)
+        shape.append(asked / (len(own) * 2 * span) / mean if own else 1.0)
+    return tuple(shape)
 
 
 def forecast(asks, now, lead, quantile_=0.9, recent=1800.0, days=7,

@@ -16,7 +16,10 @@ Off unless ``[mlaccel_pool] learn`` is set, and then only for the projects
 in ``learn_projects`` (and, when they are set, the images and flavors in
 ``learn_images`` and ``learn_flavors``). Each round the manager forecasts
 every recorded key of its project (:mod:`mlaccel.pool.forecast`), allocates
-members under the budget (:mod:`mlaccel.pool.allocation`), makes a pool for
+members under the budget (:mod:`mlaccel.pool.allocation`: at most
+``budget_members`` at once, and the idle VM-hours a day spent in the hours
+the project's recorded days were busy, never more over any 24 hours than
+``budget_idle_vm_hours``), makes a pool for
 a key that is granted members and has none, gives each learned pool its
 target, and deletes a learned pool that is granted nothing and holds no
 member. A pool an operator made is never touched: its key is left out of
@@ -155,6 +158,28 @@ class Policy:
                 self.group.learn_max_size))
         return candidates
 
+    def members_now(self, doc, now, candidates, budget):
+        """The most learned members the budget lets be alive now.
+
+        At most ``budget.members``; of the day's idle VM-hours, the share
+        of the hour now (:func:`~mlaccel.pool.allocation.paced`, by the
+        project's :func:`~mlaccel.pool.forecast.day_shape`); and no more
+        than the VM-hours the last 24 hours left for the members until
+        they can next be retired (a round and a build from now).
+        """
+        asks = [(t, n) for history in pool_demand.asks_by_key(doc).values()
+                for t, n in history]
+        shape = forecast.day_shape(
+            asks, now, since=pool_demand.recorded_since(doc))
+        horizon = self.group.interval + max(
+            [c.lead for c in candidates],
+            default=self.group.default_lead_time)
+        return min(budget.members,
+                   allocation.paced(allocation.member_densities(candidates),
+                                    budget, shape),
+                   allocation.spend_room(
+                       budget, pool_demand.spent(doc, now), horizon))
+
     def targets(self, doc, now, alive, leads=None, manual=(), reserved=0,
                 others=0):
         """``(Allocation, {key: members to hold})`` of the learned pools.
@@ -168,9 +193,11 @@ class Policy:
         the members alive stay within the budget while a smaller
         allocation's surplus is claimed or retired.
         """
-        budget = self.budget(reserved, others)
-        granted = allocation.allocate(
-            self.candidates(doc, now, leads, manual), budget, alive)
+        candidates = self.candidates(doc, now, leads, manual)
+        members = self.members_now(doc, now, candidates,
+                                   self.budget(reserved, others))
+        budget = allocation.Budget(members, 24.0 * members)
+        granted = allocation.allocate(candidates, budget, alive)
         create = allocation.to_create(granted.members, alive, budget)
         targets = {key: min(granted.members.get(key, 0),
                             alive.get(key, 0) + create.get(key, 0))
@@ -197,10 +224,12 @@ class Learner:
         """Allocate and apply targets to the store; the Allocation.
 
         Makes the pools of newly granted keys, sets every learned pool's
-        target (:meth:`Policy.targets`), and deletes the learned pools
-        granted nothing that hold no member. With a cloud-wide budget the
-        whole round runs under the store's budget lock, so two projects'
-        managers never hand out the same room.
+        target (:meth:`Policy.targets`), deletes the learned pools
+        granted nothing that hold no member, and records what the learned
+        pools hold (the day's spend, :func:`~mlaccel.pool.demand.spent`).
+        With a cloud-wide budget the whole round runs under the store's
+        budget lock, so two projects' managers never hand out the same
+        room.
         """
         now = time.time() if now is None else now
         with (self.store.transaction(BUDGET_LOCK, create={},
@@ -230,6 +259,13 @@ class Learner:
             others=sum(held(s) for k, s in states.items() if k not in ours))
         for key, target in targets.items():
             self._apply(key, doc, target)
+        # What the learned pools hold until the next round: their warm
+        # members, or their targets while those are being built.
+        learned = {k for k in ours if k not in manual} | set(targets)
+        held_now = sum(max(idle.get(k, 0), targets.get(k, 0))
+                       for k in learned)
+        if pool_demand.holding(doc) != held_now:
+            self.log.record_spend(self.project_id, held_now, now)
         self.last = granted
         return granted
 

@@ -454,6 +454,9 @@ class Cluster:
                     self.pools[key] = _Pool(demand.spec_of(self.demand, key))
                 if key in self.pools:
                     self._resize(self.pools[key], target)
+            # As the manager records the day's spend.
+            demand.add_spend(self.demand, self.env.now, sum(
+                pool.alive for pool in self.pools.values()))
             yield self.env.timeout(self.options.interval)
 
     def _default_lead(self, image):

@@ -105,6 +105,30 @@ class LearnedPoolTest(pool_base.PoolTestCase):
         self.assertEqual([], self.store.keys())
         self.assertEqual({}, self.manager().learner().plan().members)
 
+    def test_the_day_s_idle_hours_are_never_exceeded(self):
+        """A day already spent makes no member; the spend is recorded."""
+        self.launch(1)
+        now = time.time()
+        # Two members held all the last day, and still: the 48 VM-hours
+        # are spent.
+        with self.store.transaction(demand.document_key(PROJECT),
+                                    suffix=demand.SUFFIX) as doc:
+            doc['spend'] = [[now - demand.DAY, 2]]
+        manager = self.manager()
+        manager.run_once()
+        self.assertEqual([], self.store.keys())
+        # A day later the room is back: the pool is made, and what it
+        # holds is recorded as the day's spend from then on.
+        with self.store.transaction(demand.document_key(PROJECT),
+                                    suffix=demand.SUFFIX) as doc:
+            doc['spend'] = [[now - 2 * demand.DAY, 2],
+                            [now - demand.DAY - 60.0, 0]]
+        manager.run_once()
+        self.assertEqual(1, len(self.idle()))
+        doc = self.log.read(PROJECT)
+        self.assertEqual(1, demand.holding(doc))
+        self.assertLess(demand.spent(doc, time.time()), 48 * 3600.0)
+
     def test_allow_lists_and_image_visibility(self):
         self.launch(1)
         for flags in ({'learn_images': ['another-image']},

@@ -220,7 +220,7 @@ class TestLearnedPools(testcase.TestCase):
         options = simulator.learned_options(learn_max_size=3, interval=60.0)
         self.assertEqual(3, options.learn_max_size)
         self.assertEqual(60.0, options.interval)
-        self.assertEqual(4, simulator.learned_options().budget_members)
+        self.assertEqual(8, simulator.learned_options().budget_members)
         self.assertTrue(options.learn)
 
     def test_flavors_are_part_of_the_key(self):

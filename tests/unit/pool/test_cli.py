@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 
+from mlaccel.pool import demand
 from mlaccel.pool import store as pool_store
 from tests import fixtures as mlaccel_fixtures
 from tests import testcase
@@ -68,15 +69,27 @@ class TestPoolCli(testcase.TestCase):
                          'budget_members = 3\n')
         code, out, err = self.cli('list')
         self.assertEqual(0, code, err)
-        header, row, budget = out.splitlines()
+        header, row, budget, day = out.splitlines()
         fields = dict(zip(header.split(), row.split()))
         self.assertEqual('operator', fields['origin'])
         # Build, boot and preload counted beside the idle time.
         self.assertAlmostEqual(float(fields['idle_vm_s']) + 40.0,
                                float(fields['member_vm_s']), delta=1.0)
-        self.assertEqual('budget: 1 of 3 warm members (96 idle VM-hours a '
-                         'day, counted as idle all day); learned pools for '
-                         'projects proj', budget)
+        self.assertEqual('budget: 1 of 3 warm members at once; learned '
+                         'pools for projects proj', budget)
+        # The operator's warm member counts a whole day.
+        self.assertEqual('budget of proj: 24.0 of 96 idle VM-hours spent '
+                         'over the last 24 hours (learned pools, and 24 per '
+                         'warm member of an operator\'s pool): within', day)
+        # The learned pools' recorded day counts too, and a day past the
+        # budget says so.
+        store = pool_store.PoolStore(self.dir)
+        demand.DemandLog(store).record_spend('proj', 4, now=time.time()
+                                             - 20 * 3600.0)
+        code, out, err = self.cli('list')
+        self.assertEqual(0, code, err)
+        self.assertTrue(out.splitlines()[-1].endswith('EXCEEDED'), out)
+        self.assertIn('104.0 of 96', out)
 
     def test_set_bounds_checked_and_kept(self):
         code, _, err = self.cli('set', SPEC.key, '--min', '5')

@@ -89,6 +89,30 @@ class DemandLogTest(testcase.TestCase):
         self.assertRaises(ValueError, demand.DemandLog, self.store, 0)
         self.assertEqual([], self.log.read('proj')['asks'])
 
+    def test_the_day_s_spend_is_kept_and_counted(self):
+        day = demand.DAY
+        self.log.record_spend('proj', 2, now=1000.0)
+        self.log.record_spend('proj', 3, now=1600.0)
+        doc = self.log.read('proj')
+        self.assertEqual(3, demand.holding(doc))
+        # 2 members for 600 s, then 3 until now.
+        self.assertEqual(2 * 600.0 + 3 * 400.0, demand.spent(doc, 2000.0))
+        self.assertEqual(3 * 100.0, demand.spent(doc, 2000.0, window=100.0))
+        # The record survives a reader's restart: it is in the store.
+        again = demand.DemandLog(self.store).read('proj')
+        self.assertEqual(doc['spend'], again['spend'])
+        # Only changes are kept; only the last day (and the change before
+        # it, which still holds at its start).
+        doc = demand.empty('proj')
+        for i in range(100):
+            demand.add_spend(doc, i * 3600.0, i % 2)
+        demand.add_spend(doc, 100 * 3600.0, 1)
+        self.assertLessEqual(len(doc['spend']), 26)
+        self.assertEqual(12 * 3600.0,
+                         demand.spent(doc, 100 * 3600.0, window=day))
+        self.assertRaises(ValueError, demand.add_spend, doc, 0.0, -1)
+        self.assertEqual(0.0, demand.spent(demand.empty('p'), 1e6))
+
     def test_another_version_starts_again(self):
         key = demand.document_key('proj')
         with self.store.transaction(key, create={'version': 99},

@@ -267,3 +267,63 @@ class AllocationTest(testcase.TestCase):
             {'a': 3, 'b': 2}, {'b': 1}, budget))
         self.assertEqual({}, allocation.to_create({'a': 1}, {'b': 5},
                                                   budget))
+
+
+class DayShapeTest(testcase.TestCase):
+    """The project's daily rhythm, and the day's idle hours spent by it."""
+
+    def test_flat_while_no_day_is_recorded(self):
+        asks = [(float(t), 1) for t in range(0, 20 * 3600, 600)]
+        self.assertEqual((1.0,) * 24,
+                         forecast.day_shape(asks, 20 * 3600.0))
+        self.assertEqual((1.0,) * 24, forecast.day_shape([], 1e6))
+
+    def test_the_busy_hour_of_every_day_stands_out(self):
+        # Three days; every day, 10 VMs asked between 18:00 and 19:00.
+        asks = [(day * DAY + 18 * 3600.0 + 360 * i, 1)
+                for day in range(3) for i in range(10)]
+        now = 3 * DAY + 18 * 3600.0
+        shape = forecast.day_shape(asks, now, since=0.0)
+        # Now (18:00: 17:00 to 19:00 held the burst) is busy; an hour
+        # before it (16:00 to 18:00), and the night, had nothing.
+        self.assertEqual(0.0, shape[23])
+        self.assertEqual(0.0, shape[10])
+        # The rate in 17:00-19:00 (10 VMs in 2 h) against the mean
+        # (30 VMs in 3 days and 18 h).
+        self.assertAlmostEqual(10 / 7200.0 / (30 / now), shape[0])
+        self.assertGreater(shape[0], 1.0)
+
+    def test_a_flat_day_holds_the_budget_s_share_all_day(self):
+        budget = allocation.Budget(8, 96.0)
+        densities = [5.0, 4.0, 3.0, 2.0, 1.0, 0.5, 0.2, 0.1, 0.05]
+        self.assertEqual(4, allocation.paced(densities, budget, (1.0,) * 24))
+
+    def test_the_day_s_hours_go_to_the_busy_hours(self):
+        budget = allocation.Budget(8, 96.0)
+        densities = [5.0, 4.0, 3.0, 2.0, 1.0, 0.5, 0.2, 0.1, 0.05]
+        busy = (3.0,) * 8 + (0.2,) * 16
+        # Busy now: more than the flat share, never more than the members.
+        held = allocation.paced(densities, budget, busy)
+        self.assertGreater(held, 4)
+        self.assertLessEqual(held, 8)
+        # Quiet now, busy later: fewer now, the hours kept for later.
+        quiet = busy[8:] + busy[:8]
+        held = allocation.paced(densities, budget, quiet)
+        self.assertLess(held, 4)
+        # The whole day never holds more than the day's hours.
+        day = sum(allocation.paced(densities, budget, busy[h:] + busy[:h])
+                  for h in range(24))
+        self.assertLessEqual(day, 96)
+        # Nothing worth keeping: nothing kept.
+        self.assertEqual(0, allocation.paced([0.0], budget, busy))
+        self.assertEqual(0, allocation.paced(densities,
+                                             allocation.Budget(8, 0.0), busy))
+
+    def test_spend_room_keeps_the_day_within_budget(self):
+        budget = allocation.Budget(8, 96.0)
+        self.assertEqual(96 * 3600 // 600, allocation.spend_room(
+            budget, 0.0, 600.0))
+        self.assertEqual(2, allocation.spend_room(
+            budget, 96 * 3600.0 - 1300.0, 600.0))
+        self.assertEqual(0, allocation.spend_room(
+            budget, 96 * 3600.0 + 5.0, 600.0))

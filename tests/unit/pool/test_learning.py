@@ -140,6 +140,55 @@ class PolicyTest(testcase.TestCase):
         self.assertEqual(by_default[WARM.key], measured[WARM.key])
 
 
+class DailyBudgetTest(testcase.TestCase):
+    """The idle VM-hours a day: spent in the busy hours, never passed."""
+
+    def setUp(self):
+        super().setUp()
+        # Three days: HOT asked for every 20 s from 18:00 to 20:00, and
+        # WARM once an hour all day; now is the fourth day.
+        self.doc = demand.empty(PROJECT)
+        day = demand.DAY
+        for d in range(3):
+            for i in range(360):
+                demand.add_ask(self.doc, HOT, 1, 0,
+                               d * day + 18 * 3600.0 + 20 * i)
+            for h in range(24):
+                demand.add_ask(self.doc, WARM, 1, 0, d * day + h * 3600.0)
+        for spec in (HOT, WARM):
+            demand.add_fresh(self.doc, spec.key, [120.0])
+        self.policy = learning.Policy(configured(
+            self, budget_members=8, budget_idle_vm_hours=48.0,
+            learn_max_size=8).mlaccel_pool, PROJECT, lambda image_id: True)
+
+    def members(self, at, doc=None):
+        doc = doc or self.doc
+        return self.policy.members_now(
+            doc, at, self.policy.candidates(doc, at),
+            self.policy.budget())
+
+    def test_more_members_in_the_busy_hours_fewer_in_the_quiet_ones(self):
+        busy = self.members(3 * demand.DAY + 18.5 * 3600.0)
+        quiet = self.members(3 * demand.DAY + 6 * 3600.0)
+        # The flat share is 48 / 24 = 2 members all day.
+        self.assertGreater(busy, 2)
+        self.assertLess(quiet, 2)
+        self.assertLessEqual(busy, 8)
+
+    def test_what_the_day_spent_bounds_what_is_held(self):
+        at = 3 * demand.DAY + 18.5 * 3600.0
+        doc = dict(self.doc)
+        # All but 10 s of the 48 VM-hours spent over the last day: no
+        # member can be kept a round and a build more (65 s).
+        doc['spend'] = [[at - 24 * 3600.0 + 5.0, 2], [at, 0]]
+        self.assertEqual(0, self.members(at, doc))
+        _granted, targets = self.policy.targets(doc, at, {})
+        self.assertEqual(0, sum(targets.values()))
+        # Spent long ago (a day and more): the room is back.
+        doc['spend'] = [[at - 3 * demand.DAY, 48], [at - demand.DAY, 0]]
+        self.assertGreater(self.members(at, doc), 0)
+
+
 class CloudBudgetTest(testcase.TestCase):
     """Two projects' learners on one real pool store, planning at once.
 
@@ -192,6 +241,15 @@ class CloudBudgetTest(testcase.TestCase):
     def test_each_project_alone_is_held_to_its_own_budget(self):
         self.plan_at_once(self.learners())
         self.assertEqual({'proj-a': 3, 'proj-b': 3}, self.held())
+        # What each holds is recorded as its day's spend from now on.
+        log = demand.DemandLog(self.store)
+        for project in self.PROJECTS:
+            doc = log.read(project)
+            self.assertEqual([[NOW, 3]], doc['spend'])
+            self.assertEqual(3 * 60.0, demand.spent(doc, NOW + 60.0))
+        # A round that changes nothing records nothing.
+        self.learners()[0].plan(now=NOW + 60.0)
+        self.assertEqual([[NOW, 3]], log.read('proj-a')['spend'])
 
     def test_the_cloud_budget_holds_over_all_projects_at_once(self):
         for cloud in ({'cloud_budget_members': 4},
