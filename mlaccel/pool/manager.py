@@ -202,6 +202,12 @@ class PoolManager:
                 self.listener.stop()
 
     def stop(self):
+        """End :meth:`run` soon: members being built are deleted, not kept.
+
+        A build waits for its member's daemon up to ``build_timeout``; a
+        stop ends the wait within a second, and the build deletes its VM
+        through Nova before the round ends.
+        """
         self.stop_event.set()
 
     def _round(self):
@@ -382,15 +388,26 @@ class PoolManager:
         return missing
 
     def refill(self, key, spec, count):
-        """Create ``count`` members; return how many became warm."""
+        """Create ``count`` members; return how many became warm.
+
+        A build that fails, or that :meth:`stop` ends, leaves no VM behind
+        (:func:`mlaccel.pool.members.build`); a failure backs the pool off,
+        a stop does not.
+        """
         listener = self._listener()
+        stopped = []   # seconds of the builds a stop of the manager ended
 
         def one(_):
             started = time.monotonic()
             try:
                 return pool_members.build(
                     self.conn, spec, listener=listener, conf=self.conf,
-                    timeout=self.group.build_timeout, **self.launch_options)
+                    timeout=self.group.build_timeout, cancel=self.stop_event,
+                    **self.launch_options)
+            except KeyboardInterrupt:
+                # The manager is stopping: the build deleted its VM.
+                stopped.append(time.monotonic() - started)
+                return None
             except Exception as exc:
                 LOG.warning('Creating a member of pool %s failed: %s',
                             key, exc)
@@ -402,7 +419,7 @@ class PoolManager:
                 thread_name_prefix='mlaccel-pool-build') as workers:
             built = list(workers.map(one, range(count)))
         made = [m for m in built if isinstance(m, dict)]
-        lost = [s for s in built if not isinstance(s, dict)]
+        lost = [s for s in built if isinstance(s, float)]
         failed = len(lost)
         extra = []
         with self.store.transaction(key) as state:
@@ -410,7 +427,8 @@ class PoolManager:
             # A failed build's seconds are member VM-seconds too.
             stats['failed_build_vm_s'] = stats.get(
                 'failed_build_vm_s', 0.0) + sum(lost)
-            stats['build_vm_s'] = stats.get('build_vm_s', 0.0) + sum(lost)
+            stats['build_vm_s'] = stats.get('build_vm_s', 0.0) + sum(
+                lost) + sum(stopped)
             for member in made:
                 if len(pool_store.members(state, pool_store.IDLE)) >= \
                         state['bounds']['max']:
@@ -433,6 +451,9 @@ class PoolManager:
                 stats['failed_rounds'] = 0
         for server_id in extra:
             pool_members.delete(self.conn, server_id)
+        if stopped:
+            LOG.info('Pool %s: %d member build(s) ended by the manager\'s '
+                     'stop, their VMs deleted', key, len(stopped))
         if failed:
             LOG.warning('Pool %s: %d of %d creations failed (%d refill(s) '
                         'in a row); the pool does not grow for %.0f s', key,

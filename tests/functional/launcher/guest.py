@@ -27,7 +27,9 @@ readiness push), gets its own socket and log directory, and a second
 configuration file, the image's, allows :data:`TASKS`.
 
 Faults are injected by name: a server whose name is in ``FAIL_SPAWN`` fails
-to spawn the way a hypervisor error does (build aborted, server ERROR).
+to spawn the way a hypervisor error does (build aborted, server ERROR); one
+whose name is in ``SILENT_SPAWN`` becomes ACTIVE but its guest never starts
+(a boot that hangs before the daemon runs).
 """
 
 import os
@@ -49,6 +51,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
 TASKS = 'tests.functional.launcher.tasks:*'
 #: Names of servers whose spawn fails (set by tests).
 FAIL_SPAWN = set()
+#: Names of servers whose guest never starts (set by tests).
+SILENT_SPAWN = set()
 #: uuid -> (Popen, work directory) of the running guests.
 GUESTS = {}
 _LOCK = threading.Lock()
@@ -116,7 +120,8 @@ class TaskdGuestDriver(fake.MediumFakeDriver):
         super().spawn(context, instance, image_meta, injected_files,
                       admin_password, allocations, network_info,
                       block_device_info, power_on, accel_info)
-        if instance.user_data:
+        if instance.user_data and \
+                instance.display_name not in SILENT_SPAWN:
             boot(instance.uuid, instance.user_data)
 
     def destroy(self, context, instance, network_info, block_device_info=None,

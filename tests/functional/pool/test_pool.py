@@ -221,6 +221,37 @@ class PoolTest(pool_base.PoolTestCase):
         self.assertEqual(state['members'], self.state()['members'])
         self.assertEqual(1, self.state()['stats']['created'])
 
+    def test_a_stop_mid_refill_ends_the_builds_without_orphans(self):
+        """Stopping the manager while members build ends its round.
+
+        The members' guests never start (their boot hangs), so each build
+        would wait its whole ``build_timeout`` (600 s here); the stop ends
+        the waits, each build deletes its VM, nothing is recorded as a
+        member or as a failure, and the pool does not back off.
+        """
+        self.flags(build_timeout=600.0, group='mlaccel_pool')
+        self.create_pool(2, 2)
+        self.useFixture(pool_base.fixtures.MonkeyPatch(
+            'tests.functional.launcher.guest.SILENT_SPAWN',
+            _Prefix(pool_members.name_prefix(self.key))))
+        manager = self.manager()
+        worker = threading.Thread(target=manager.run, daemon=True)
+        worker.start()
+        self.wait_servers(
+            lambda found: len(found) == 2 and all(
+                s.status == 'ACTIVE' for s in found.values()),
+            'both members active, their daemons silent')
+        manager.stop()
+        # Bound: a tenth of the build timeout the builds would wait.
+        worker.join(60.0)
+        self.assertFalse(worker.is_alive(), 'the manager did not stop')
+        state = self.state()
+        self.assertEqual({}, state['members'])
+        self.assertEqual(0, state['stats']['create_failures'])
+        self.assertEqual(0, state['stats'].get('failed_rounds', 0))
+        self.assertGreater(state['stats']['build_vm_s'], 0)
+        self.wait_servers(lambda found: not found, 'no server left')
+
     def test_dead_daemon_is_replaced_never_handed_out(self):
         self.create_pool(1, 1)
         manager = self.manager()

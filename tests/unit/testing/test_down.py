@@ -59,6 +59,18 @@ class PurgeTest(testcase.TestCase):
                          sorted(os.listdir(self.lay.base)))
 
 
+class StopWavesTest(testcase.TestCase):
+
+    def test_mlaccel_then_openstack_then_what_they_use(self):
+        recorded = ['redis', 'nova-api', 'mlaccel-pool-manager', 'mariadb',
+                    'mlaccel-agent-aio1', 'cinder-api', 'etcd-0']
+        self.assertEqual(
+            [['mlaccel-pool-manager', 'mlaccel-agent-aio1'],
+             ['nova-api', 'cinder-api'],
+             ['mariadb', 'redis', 'etcd-0']],
+            cloud.stop_waves(recorded))
+
+
 class VolumesTest(testcase.TestCase):
     """Cinder's volume directory on a loop-mounted XFS with reflink.
 

@@ -693,20 +693,30 @@ def unmount_volumes(lay):
     return False
 
 
+def stop_waves(recorded):
+    """The services ``recorded``, in the waves they are stopped in.
+
+    mlaccel's services first (a pool manager deletes the members it was
+    building through Nova's API), then OpenStack's, then what they were
+    using. A wave stops all at once, each service taking its graceful
+    shutdown time.
+    """
+    ours = [name for name in recorded if name.startswith('mlaccel-')]
+    return [ours,
+            [name for name in recorded
+             if name not in INFRA and name not in ours],
+            [name for name in INFRA if name in recorded]]
+
+
 def down(lay, purge=False, keep_logs=False):
     """Stop every recorded service, sweep leftovers, optionally purge.
 
     :param keep_logs: with ``purge``, remove all but the services' logs.
     """
     clock = Clock()
-    recorded = procs.recorded(lay)
-    # OpenStack services first, all at once (each may take its graceful
-    # shutdown time), then what they were using.
-    waves = [[name for name in recorded if name not in INFRA],
-             [name for name in INFRA if name in recorded]]
     killed = []
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        for wave in waves:
+        for wave in stop_waves(procs.recorded(lay)):
             for name, was_killed in zip(wave, pool.map(
                     lambda name: procs.stop(lay, name, STOP_TIMEOUT),
                     wave)):
