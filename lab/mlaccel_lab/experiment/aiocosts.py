@@ -16,11 +16,15 @@ The services' own log lines since a mark: each compute's test virt driver
 logs ``Fetched image <id> (<n> bytes)`` for every download into its image
 cache, each agent ``Pre-fetched image <id>: <n> bytes`` for every
 pre-fetch, and the mirror-volume driver ``Volume <id> from image <id>
-takes Cinder's normal path`` for every volume it did not clone. Golden
+takes Cinder's normal path`` for every volume it did not clone, and
+Cinder's own image-volume cache (its ``cinder.image.cache`` logger at
+debug in the cloud's cinder.conf) ``ImageVolumeCache notification:
+action=miss`` for every volume it copied from Glance. Golden
 volumes (the internal tenant's, each one download of its image) are listed
 from Cinder.
 """
 
+import collections
 import os
 import re
 
@@ -35,6 +39,9 @@ PREFETCHED = re.compile(r'Pre-fetched image (?P<image>[0-9a-f-]{36}): '
                         r'(?P<bytes>\d+) bytes')
 DEGRADED = re.compile(r'Volume (?P<volume>[0-9a-f-]{36}) from image '
                       r'(?P<image>[0-9a-f-]{36}) takes Cinder')
+
+CACHE_MISS = re.compile(r"ImageVolumeCache notification: action=miss "
+                        r"data=\{'image_id': '(?P<image>[0-9a-f-]{36})'")
 
 
 def compute_log(host):
@@ -82,6 +89,12 @@ class LogMark:
         return {(host, m.group('image'))
                 for host in self.lay.compute_hosts()
                 for m in FETCHED.finditer(self.since(compute_log(host)))}
+
+    def cinder_cache_misses(self):
+        """``{image id: volumes}`` Cinder's image-volume cache missed."""
+        return collections.Counter(
+            m.group('image')
+            for m in CACHE_MISS.finditer(self.since('cinder-volume')))
 
     def degraded_volumes(self):
         """Ids of volumes the mirror-volume driver did not clone."""

@@ -30,6 +30,7 @@ runs guests as processes: creation costs what a compute does around a
 hypervisor (scheduling, image download, volume copies), not a guest's boot.
 """
 
+import collections
 import math
 import os
 import sys
@@ -279,6 +280,8 @@ class AioRunner(runner_mod.TaskRunner):
         self.cpu_mark = cpu.sample(self.lay)
         self._seen = set()
         self._copies = []
+        #: Volumes of each image taken as copies so far in the run.
+        self._copied = collections.Counter()
         self._members_before = aiostate.member_seconds(
             self.store, self.pool_conf.mlaccel_pool)
 
@@ -344,6 +347,9 @@ class AioRunner(runner_mod.TaskRunner):
         fetched = self.mark.fetched_by_compute()
         degraded = self.mark.degraded_volumes() if task.boot == \
             workload_mod.VOLUME else set()
+        misses = self.mark.cinder_cache_misses() if task.boot == \
+            workload_mod.VOLUME and arm.tuned(
+                arms_mod.CINDER_IMAGE_CACHE) else {}
         image_id = self.images[task.image]
         for vm in rec['vms']:
             host = hosts.get(vm.get('server_id'))
@@ -356,12 +362,19 @@ class AioRunner(runner_mod.TaskRunner):
                 pass
             elif task.boot == workload_mod.VOLUME:
                 with self._lock:
-                    # Cinder's own cache clones an image's volume once the
-                    # image's first volume in the run made its entry.
-                    cached = ('volume', image_id) in self._seen
+                    # Cinder's own cache copies a volume for each miss it
+                    # logged (the run's first volume of an image at least;
+                    # misses arriving together each copy) and clones the
+                    # others from the entry. Of launches of one image
+                    # running together, the first recorded take the copies.
+                    first = ('volume', image_id) not in self._seen
                     self._seen.add(('volume', image_id))
+                    copied = self._copied[image_id] < max(
+                        misses.get(image_id, 0), int(first))
+                    if copied and arm.tuned(arms_mod.CINDER_IMAGE_CACHE):
+                        self._copied[image_id] += 1
                 clone = (arm.on(arms_mod.MIRROR) and not degraded) or (
-                    arm.tuned(arms_mod.CINDER_IMAGE_CACHE) and cached)
+                    arm.tuned(arms_mod.CINDER_IMAGE_CACHE) and not copied)
                 facts.update(volume_clone=clone, volume_copy=not clone,
                              glance_bytes=0 if clone else image.size)
                 if not clone:

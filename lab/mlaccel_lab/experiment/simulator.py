@@ -26,7 +26,10 @@ costs of a :class:`~mlaccel_lab.experiment.calibration.Calibration`:
   image (a download from Glance into the host's cache unless cached or
   already coming: one download per image and host), or for a volume-backed
   VM a full copy of the image by its Cinder backend, or with mirror volumes
-  a clone of the image's golden volume (copied once per backend); then
+  a clone of the image's golden volume (copied once per backend), or
+  with Cinder's own image-volume cache (``tuned-stock``) a clone of the
+  image's cache entry once a first copy made it (misses arriving together
+  each copy); then
   ``build_seconds``. Downloads and copies share the host's link, Glance's
   and the backend's bandwidth fairly (:mod:`.bandwidth`).
 - **buffering**: the guest's boot, then a cold start of the task from
@@ -176,6 +179,8 @@ class Cluster:
         self.backends = [bandwidth.Link(calibration.volume_copy_bandwidth)
                          for _ in range(calibration.volume_backends)]
         self.golden = {}
+        #: ``(backend, image)`` of Cinder's image-volume cache entries.
+        self.cinder_cache = set()
         self.scheduler = simpy.Resource(self.env,
                                         capacity=calibration.scheduler_workers)
         self.model = costmodel.CostModel(types.SimpleNamespace(
@@ -277,8 +282,10 @@ class Cluster:
         """Make the VM's volume; ``(copied, cloned)``."""
         backend = self.backends[host.index % len(self.backends)]
         if not self.arm.on(arms.MIRROR):
-            yield from self._copy(backend, image)
-            return True, False
+            if not self.arm.tuned(arms.CINDER_IMAGE_CACHE):
+                yield from self._copy(backend, image)
+                return True, False
+            return (yield from self._cinder_cache(backend, image))
         key = (id(backend), image.name)
         golden = self.golden.get(key)
         copied = golden is None
@@ -290,6 +297,24 @@ class Cluster:
             yield golden
         yield self.env.timeout(self.cal.clone_seconds)
         return copied, True
+
+    def _cinder_cache(self, backend, image):
+        """A volume by Cinder's own image-volume cache; ``(copied, cloned)``.
+
+        As Cinder's volume manager does: a volume of an image with an entry
+        on its backend is a clone of the entry; one without copies the
+        image from Glance and then clones itself into the entry, before it
+        is available. Nothing holds back the misses that arrive together:
+        each copies.
+        """
+        key = (id(backend), image.name)
+        if key in self.cinder_cache:
+            yield self.env.timeout(self.cal.clone_seconds)
+            return False, True
+        yield from self._copy(backend, image)
+        yield self.env.timeout(self.cal.clone_seconds)
+        self.cinder_cache.add(key)
+        return True, False
 
     def _create(self, host, image, boot):
         facts = {'host': host.name, 'image': image.name,

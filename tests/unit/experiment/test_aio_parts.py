@@ -18,6 +18,8 @@ import os
 import types
 
 import fixtures
+from oslo_config import cfg
+from oslo_config import fixture as config_fixture
 
 from mlaccel.launcher import servers
 from mlaccel.pool import members as pool_members
@@ -138,6 +140,44 @@ class LogCostsTest(testcase.TestCase):
                          sorted(mark.fetches()))
         self.assertEqual({('aio1', IMAGE)}, mark.fetched_by_compute())
         self.assertEqual({VOLUME}, mark.degraded_volumes())
+
+    def test_cinder_s_cache_misses_are_counted_from_its_own_lines(self):
+        """Cinder's own code writes the lines.
+
+        Its notifier is stubbed: the notification's transport is not what
+        is read.
+        """
+        from cinder import objects as cinder_objects
+        cinder_objects.register_all()
+        from cinder.image import cache
+        from oslo_messaging import opts as messaging_opts
+
+        # Cinder logs the actions only with notifications on, as the
+        # cloud's cinder.conf has them.
+        config = self.useFixture(config_fixture.Config(cfg.CONF))
+        for group, opts in messaging_opts.list_opts():
+            if group == 'oslo_messaging_notifications':
+                config.register_opts(opts, group)
+        config.config(driver=['messagingv2'],
+                      group='oslo_messaging_notifications')
+
+        image_cache = object.__new__(cache.ImageVolumeCache)
+        image_cache.notifier = types.SimpleNamespace(
+            info=lambda *args: None)
+        self.useFixture(fixtures.FakeLogger(level='WARNING'))
+        logged = self.useFixture(fixtures.FakeLogger(
+            name='cinder.image.cache', level='DEBUG',
+            format='%(asctime)s DEBUG %(name)s %(message)s'))
+        image_cache._notify_cache_miss(None, IMAGE, 'aio@file')
+        self.log('cinder-volume', logged.output)
+        mark = aiocosts.LogMark(self.lay)
+        for action in (cache.ImageVolumeCache._notify_cache_miss,
+                       cache.ImageVolumeCache._notify_cache_hit,
+                       cache.ImageVolumeCache._notify_cache_miss):
+            logged.reset_output()
+            action(image_cache, None, IMAGE, 'aio@file')
+            self.log('cinder-volume', logged.output)
+        self.assertEqual({IMAGE: 2}, mark.cinder_cache_misses())
 
     def test_a_replaced_log_is_read_from_its_start(self):
         self.log('nova-compute-aio2', 'x' * 1000)

@@ -98,6 +98,23 @@ class TestCreation(testcase.TestCase):
         self.assertFalse(vm(mirror[2])['facts']['volume_copy'])
         self.assertTrue(vm(mirror[2])['facts']['volume_clone'])
 
+    def test_cinder_s_cache_clones_after_a_first_copy_of_each_image(self):
+        made = make([(0, 'img', 2, wl.VOLUME), (100, 'img', 1, wl.VOLUME),
+                     (200, 'other', 1, wl.VOLUME)])
+        copy = SIZE / (50.0 * MIB)
+        tuned, costs = run(arms.TUNED_STOCK, made, calib(hosts=1))
+        # The two first volumes arrive together: both miss and copy,
+        # sharing the backend, then make the entry.
+        self.assertEqual(3, costs['volume_copies'])
+        for index in range(2):
+            self.assertAlmostEqual(2.0 + 2 * copy + 0.5,
+                                   creation(tuned[0], index))
+            self.assertTrue(vm(tuned[0], index)['facts']['volume_copy'])
+        self.assertAlmostEqual(2.5, creation(tuned[1]))
+        self.assertTrue(vm(tuned[1])['facts']['volume_clone'])
+        self.assertFalse(vm(tuned[1])['facts']['volume_copy'])
+        self.assertAlmostEqual(2.0 + copy + 0.5, creation(tuned[2]))
+
     def test_scheduler_plugins_go_where_the_image_is(self):
         made = make([(0, 'img', 1, wl.IMAGE), (100, 'img', 1, wl.IMAGE)])
         misses = {'stock': 0, 'only-scheduler': 0}

@@ -19,6 +19,8 @@ devstack plugin runs too (see :mod:`mlaccel_lab.testing.aio.cloud`).
 import os
 import shutil
 
+from oslo_log import log as oslo_log
+
 from mlaccel.statebus import keys as statebus_keys
 from mlaccel_lab.testing.aio import layout as aio_layout
 
@@ -257,6 +259,11 @@ def cinder(lay):
             # project (Cinder does not ask Keystone about it).
             'cinder_internal_tenant_project_id': CINDER_INTERNAL_PROJECT,
             'cinder_internal_tenant_user_id': CINDER_INTERNAL_USER,
+            # Cinder's own image-volume cache logs each hit and miss at
+            # debug only: the experiment counts its copies from them.
+            'default_log_levels': ','.join(
+                oslo_log.get_default_log_levels()
+                + ['cinder.image.cache=DEBUG']),
         },
         # Volumes that hold real bytes; mlaccel-config wraps this backend
         # in the mirror-volume driver (cloud.enable_mlaccel).
