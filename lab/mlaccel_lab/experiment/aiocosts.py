@@ -27,6 +27,7 @@ from Cinder.
 import collections
 import os
 import re
+import threading
 
 from mlaccel.cinder import metadata as cinder_metadata
 from mlaccel_lab.testing.aio import agents
@@ -100,6 +101,37 @@ class LogMark:
         """Ids of volumes the mirror-volume driver did not clone."""
         return {m.group('volume')
                 for m in DEGRADED.finditer(self.since('cinder-volume'))}
+
+
+class CacheCopies:
+    """Which volumes of a run Cinder's own image-volume cache copied.
+
+    Cinder copies the image into a volume for each miss it logs (misses
+    arriving together each copy) and clones the others from the entry.
+    Volumes are taken in the order they are recorded: of launches of one
+    image running together, the first recorded take its copies. The run's
+    first volume of an image is a copy whatever the log says.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._seen = set()
+        self._taken = collections.Counter()
+
+    def copied(self, image_id, misses):
+        """Whether the next volume of ``image_id`` recorded was a copy.
+
+        :param misses: ``{image id: misses}`` logged so far in the run
+            (:meth:`LogMark.cinder_cache_misses`).
+        """
+        with self._lock:
+            first = image_id not in self._seen
+            self._seen.add(image_id)
+            if self._taken[image_id] < max(misses.get(image_id, 0),
+                                           int(first)):
+                self._taken[image_id] += 1
+                return True
+            return False
 
 
 def golden_fills(conn):

@@ -30,7 +30,6 @@ runs guests as processes: creation costs what a compute does around a
 hypervisor (scheduling, image download, volume copies), not a guest's boot.
 """
 
-import collections
 import math
 import os
 import sys
@@ -280,8 +279,7 @@ class AioRunner(runner_mod.TaskRunner):
         self.cpu_mark = cpu.sample(self.lay)
         self._seen = set()
         self._copies = []
-        #: Volumes of each image taken as copies so far in the run.
-        self._copied = collections.Counter()
+        self._cache_copies = aiocosts.CacheCopies()
         self._members_before = aiostate.member_seconds(
             self.store, self.pool_conf.mlaccel_pool)
 
@@ -361,20 +359,11 @@ class AioRunner(runner_mod.TaskRunner):
             if pooled:
                 pass
             elif task.boot == workload_mod.VOLUME:
-                with self._lock:
-                    # Cinder's own cache copies a volume for each miss it
-                    # logged (the run's first volume of an image at least;
-                    # misses arriving together each copy) and clones the
-                    # others from the entry. Of launches of one image
-                    # running together, the first recorded take the copies.
-                    first = ('volume', image_id) not in self._seen
-                    self._seen.add(('volume', image_id))
-                    copied = self._copied[image_id] < max(
-                        misses.get(image_id, 0), int(first))
-                    if copied and arm.tuned(arms_mod.CINDER_IMAGE_CACHE):
-                        self._copied[image_id] += 1
-                clone = (arm.on(arms_mod.MIRROR) and not degraded) or (
-                    arm.tuned(arms_mod.CINDER_IMAGE_CACHE) and not copied)
+                if arm.on(arms_mod.MIRROR):
+                    clone = not degraded
+                else:
+                    clone = arm.tuned(arms_mod.CINDER_IMAGE_CACHE) and \
+                        not self._cache_copies.copied(image_id, misses)
                 facts.update(volume_clone=clone, volume_copy=not clone,
                              glance_bytes=0 if clone else image.size)
                 if not clone:

@@ -179,6 +179,19 @@ class LogCostsTest(testcase.TestCase):
             self.log('cinder-volume', logged.output)
         self.assertEqual({IMAGE: 2}, mark.cinder_cache_misses())
 
+    def test_cinder_s_copies_go_to_the_first_volumes_recorded(self):
+        copies = aiocosts.CacheCopies()
+        other = VOLUME
+        # Two misses of a burst: its first two volumes copied, then clones.
+        self.assertEqual([True, True, False], [
+            copies.copied(IMAGE, {IMAGE: 2}) for _ in range(3)])
+        # A later miss (the entry evicted) copies once more.
+        self.assertTrue(copies.copied(IMAGE, {IMAGE: 3}))
+        self.assertFalse(copies.copied(IMAGE, {IMAGE: 3}))
+        # Without a logged miss the run's first volume is still a copy.
+        self.assertEqual([True, False], [
+            copies.copied(other, {}) for _ in range(2)])
+
     def test_a_replaced_log_is_read_from_its_start(self):
         self.log('nova-compute-aio2', 'x' * 1000)
         mark = aiocosts.LogMark(self.lay)
