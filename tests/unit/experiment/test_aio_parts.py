@@ -15,11 +15,11 @@ user-data and console times, boot volumes, pool bounds, the log costs."""
 
 import base64
 import os
+import subprocess
+import sys
 import types
 
 import fixtures
-from oslo_config import cfg
-from oslo_config import fixture as config_fixture
 
 from mlaccel.launcher import servers
 from mlaccel.pool import members as pool_members
@@ -39,6 +39,31 @@ from tests import fixtures as mlaccel_fixtures
 from tests import testcase
 
 IMAGE = '0f1e2d3c-4b5a-4968-8776-655443322110'
+#: Prints the lines Cinder's image-volume cache logs for the actions named
+#: (``hit``, ``miss``) of the image given, notifications on as the cloud's
+#: cinder.conf has them.
+CINDER_CACHE_LINES = """
+import logging, sys, types
+from oslo_config import cfg
+from oslo_messaging import opts
+from cinder import objects
+objects.register_all()
+from cinder.image import cache
+for group, options in opts.list_opts():
+    if group == 'oslo_messaging_notifications':
+        cfg.CONF.register_opts(options, group)
+cfg.CONF.set_override('driver', ['messagingv2'],
+                      'oslo_messaging_notifications')
+logging.basicConfig(stream=sys.stdout, level=logging.WARNING,
+                    format='%(asctime)s DEBUG %(name)s %(message)s',
+                    force=True)
+logging.getLogger('cinder.image.cache').setLevel(logging.DEBUG)
+image_cache = object.__new__(cache.ImageVolumeCache)
+image_cache.notifier = types.SimpleNamespace(info=lambda *args: None)
+for action in sys.argv[2:]:
+    getattr(image_cache, '_notify_cache_' + action)(None, sys.argv[1],
+                                                    'aio@file')
+"""
 VOLUME = '11111111-2222-4333-8444-555555555555'
 
 
@@ -142,41 +167,21 @@ class LogCostsTest(testcase.TestCase):
         self.assertEqual({VOLUME}, mark.degraded_volumes())
 
     def test_cinder_s_cache_misses_are_counted_from_its_own_lines(self):
-        """Cinder's own code writes the lines.
+        """Cinder's own code writes the lines, in a process of its own.
 
-        Its notifier is stubbed: the notification's transport is not what
-        is read.
+        (Cinder and Nova register options of the same names: they do not
+        load into one process.) Its notifier is stubbed: the notification's
+        transport is not what is read.
         """
-        from cinder import objects as cinder_objects
-        cinder_objects.register_all()
-        from cinder.image import cache
-        from oslo_messaging import opts as messaging_opts
+        def logged(*actions):
+            out = subprocess.run(
+                [sys.executable, '-c', CINDER_CACHE_LINES, IMAGE] +
+                list(actions), check=True, capture_output=True, text=True)
+            self.log('cinder-volume', out.stdout)
 
-        # Cinder logs the actions only with notifications on, as the
-        # cloud's cinder.conf has them.
-        config = self.useFixture(config_fixture.Config(cfg.CONF))
-        for group, opts in messaging_opts.list_opts():
-            if group == 'oslo_messaging_notifications':
-                config.register_opts(opts, group)
-        config.config(driver=['messagingv2'],
-                      group='oslo_messaging_notifications')
-
-        image_cache = object.__new__(cache.ImageVolumeCache)
-        image_cache.notifier = types.SimpleNamespace(
-            info=lambda *args: None)
-        self.useFixture(fixtures.FakeLogger(level='WARNING'))
-        logged = self.useFixture(fixtures.FakeLogger(
-            name='cinder.image.cache', level='DEBUG',
-            format='%(asctime)s DEBUG %(name)s %(message)s'))
-        image_cache._notify_cache_miss(None, IMAGE, 'aio@file')
-        self.log('cinder-volume', logged.output)
+        logged('miss')
         mark = aiocosts.LogMark(self.lay)
-        for action in (cache.ImageVolumeCache._notify_cache_miss,
-                       cache.ImageVolumeCache._notify_cache_hit,
-                       cache.ImageVolumeCache._notify_cache_miss):
-            logged.reset_output()
-            action(image_cache, None, IMAGE, 'aio@file')
-            self.log('cinder-volume', logged.output)
+        logged('miss', 'hit', 'miss')
         self.assertEqual({IMAGE: 2}, mark.cinder_cache_misses())
 
     def test_cinder_s_copies_go_to_the_first_volumes_recorded(self):
