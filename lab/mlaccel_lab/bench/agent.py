@@ -13,9 +13,9 @@
 """mlaccel-agent on the all-in-one cloud: pre-fetch, and build pacing.
 
 ``python -m mlaccel_lab.bench agent [--image-mib 1024] [--host HOST]
-[--burst 20] [--burst-image-mib 32] [--repetitions 3] [--seed 0]`` runs
-against the all-in-one cloud named by ``$MLACCEL_AIO_BASE`` (``python -m
-mlaccel_lab.testing.aio up``).
+[--burst 20] [--burst-image-mib 32] [--repetitions 3] [--limits 1,2,4,10]
+[--seed 0]`` runs against the all-in-one cloud named by
+``$MLACCEL_AIO_BASE`` (``python -m mlaccel_lab.testing.aio up``).
 
 *First boot.* It uploads an image of random bytes to Glance and boots
 servers of it on the last compute, with that compute's agent stopped (so
@@ -33,9 +33,10 @@ real build path, and no arm meets images an earlier one asked for), are
 asked for at once; the makespan runs from the first create request to the
 last server ACTIVE. Stock: the agents stopped (no reports, the scheduler
 acts as stock Nova) and every compute restarted with
-``max_concurrent_builds`` set to one of 1, 2, 4 and 10. mlaccel: the agents
-running, nova-compute at its default bound, builds paced by the agents'
-adaptive limits. The five arms run interleaved as the first boot's do;
+``max_concurrent_builds`` set to each of ``--limits`` (1, 2, 4 and 10).
+mlaccel: the agents running, nova-compute at its default bound, builds
+paced by the agents' adaptive limits. The arms run interleaved as the
+first boot's do;
 caches are emptied before each burst. The last line is::
 
     RESULT first_boot_prefetch_ratio=<r> first_boot_with_prefetch_ratio=<r>
@@ -257,10 +258,10 @@ def _medians_text(medians):
 
 
 def burst_sweep(conn, lay, count, mib, flavor_id, repetitions=3, seed=0,
-                out=sys.stderr):
+                out=sys.stderr, limits=STATIC_LIMITS):
     """``({arm: [makespans]}, orders)`` of the adaptive and static arms.
 
-    ``ADAPTIVE`` and each of :data:`STATIC_LIMITS`, interleaved
+    ``ADAPTIVE`` and each of ``limits`` (static bounds), interleaved
     (:func:`_interleaved`). Leaves every compute as the cloud made it
     (Nova's default bound, agents running).
     """
@@ -273,7 +274,7 @@ def burst_sweep(conn, lay, count, mib, flavor_id, repetitions=3, seed=0,
         return seconds
 
     try:
-        return _interleaved([ADAPTIVE] + list(STATIC_LIMITS), repetitions,
+        return _interleaved([ADAPTIVE] + list(limits), repetitions,
                             seed, measure)
     finally:
         _restart_computes(lay, conn, None, agents=True)
@@ -368,9 +369,18 @@ def main(argv):
     parser.add_argument('--repetitions', type=int, default=3,
                         help='rounds of the first-boot and of the burst arms '
                         '(default: 3)')
+    parser.add_argument('--limits', default=','.join(map(str, STATIC_LIMITS)),
+                        help='the static arms\' max_concurrent_builds, '
+                        'comma-separated (default: %(default)s)')
     parser.add_argument('--seed', type=int, default=0,
                         help='seed of the arms\' order (default: 0)')
     args = parser.parse_args(argv)
+    try:
+        limits = tuple(int(v) for v in args.limits.split(','))
+    except ValueError:
+        limits = ()
+    if not limits or min(limits) < 1:
+        parser.error('--limits: whole numbers of 1 or more, comma-separated')
     base = os.environ.get(aio_layout.BASE_ENV)
     if not base:
         print('set %s to the base directory of a running all-in-one cloud'
@@ -407,7 +417,8 @@ def main(argv):
     print('first boot medians over %d rounds: %s'
           % (args.repetitions, _medians_text(boot_medians)), file=sys.stderr)
     burst, orders = burst_sweep(conn, lay, args.burst, args.burst_image_mib,
-                                flavor_id, args.repetitions, args.seed)
+                                flavor_id, args.repetitions, args.seed,
+                                limits=limits)
     median = {arm: statistics.median(times) for arm, times in burst.items()}
     static = [arm for arm in median if arm != ADAPTIVE]
     best = min(static, key=median.get)

@@ -43,14 +43,18 @@ each second, in turn. The arms alternate in an order other than the last.
    and spread over 300 s; the column beside it leaves it out.
 2. **Scheduler CPU per request** on Redis with 1 % changing: Nova's own
    filters and weighers without a report cache (stock Nova) against Nova
-   with mlaccel's plugins and each cache, through
+   with mlaccel's plugins and the shipped cache, through
    :mod:`mlaccel_lab.bench.scheduler`'s managers and hosts. The scheduling
    thread's CPU is measured request by request, each request scheduled by
-   the three arms in turn (in an order other than the last), with both
-   caches refreshing throughout; each arm's refresh CPU per second (from
-   1.) divided by the request rate is added. (Stretches of one arm at a
-   time, each with its own refresh thread, gave ratios that moved by
-   several percent from run to run, more than the plugins cost.)
+   both arms in turn (in an order other than the last), with the shipped
+   cache refreshing throughout, as one scheduler process runs it; each
+   arm's refresh CPU per second (from 1.) divided by the request rate is
+   added. The full-read cache's figure is the same plugins' thread CPU
+   plus its own refresh CPU: running it beside the shipped one would put
+   a second cache's reports and garbage, which no scheduler holds, into
+   every request's collections. (Stretches of one arm at a time, each with
+   its own refresh thread, gave ratios that moved by several percent from
+   run to run, more than the plugins cost.)
 3. **Report propagation**, with 10 % changing (every host republishing
    every 10 s, the agents' default): from a report's timestamp, set by its
    publisher as it writes, to the moment a running cache holds it.
@@ -376,10 +380,10 @@ class Bench:
     def scheduling(self, agents, caches, hosts, images, managers):
         """The scheduling thread's CPU of each arm, request by request.
 
-        Both caches refresh throughout, so that whatever a refresh thread
-        does to the scheduling thread's clock, each arm's requests share
-        it; each request is scheduled by the three arms in turn, in an
-        order other than the last, on the same spec.
+        The shipped cache refreshes throughout, so that whatever its
+        refresh thread does to the scheduling thread's clock, both arms'
+        requests share it; each request is scheduled by both arms in turn,
+        in an order other than the last, on the same spec.
         """
         from mlaccel.scheduler import hostview
         from mlaccel.statebus import reader
@@ -390,11 +394,13 @@ class Bench:
             15, min(50, 50000 // size))
         rounds = 1 if self.profile is QUICK else 4
         self.sched_rounds[size] = (rounds, requests)
-        running = [caches['mlaccel'], caches['stock']]
+        running = [caches['mlaccel']]
         arms = {'stock': (managers[0], None),
-                'mlaccel': (managers[1], caches['mlaccel']),
-                'full-read': (managers[1], caches['stock'])}
+                'mlaccel': (managers[1], caches['mlaccel'])}
         self.started(agents, running, hosts)
+        # The cache the plugins read (tests swap it so too).
+        reader._caches[hostview.HostReportCache] = (os.getpid(),
+                                                    caches['mlaccel'])
         try:
             for number in range(rounds):
                 spent = {arm: [] for arm in arms}
@@ -404,11 +410,6 @@ class Bench:
                     image = self.rng.choice(images)
                     for arm in self.orders(arms):
                         manager, cache = arms[arm]
-                        if cache is not None:
-                            # The cache the plugins read (tests swap it
-                            # so too).
-                            reader._caches[hostview.HostReportCache] = (
-                                os.getpid(), cache)
                         sched.heartbeat(hosts)
                         cpu, _, kept = sched.schedule_once(
                             manager, hosts, sched.make_spec(image), False)
@@ -433,13 +434,15 @@ class Bench:
 
         The scheduling thread's mean over the round's requests (at every
         rate: it does not depend on it), plus the refresh's CPU per second
-        (Redis, the same share changing) over the rate.
+        (Redis, the same share changing) over the rate. ``full-read`` is
+        the plugins' thread (mlaccel's) with the full-read cache's refresh.
         """
         refresh = 0.0 if arm == 'stock' else self.cpu_per_second(
             'redis', size, SCHED_SHARE,
             'mlaccel' if arm == 'mlaccel' else 'stock')
+        thread = 'stock' if arm == 'stock' else 'mlaccel'
         return [statistics.mean(spent) + refresh / rate * 1000
-                for spent in self.sched[size, arm]]
+                for spent in self.sched[size, thread]]
 
     def sched_ratio(self, size, rate, arm='mlaccel'):
         """Median over the rounds of ``arm``'s total over stock's."""
@@ -610,6 +613,8 @@ def print_refresh(bench, sizes, backends, interval):
 
 
 ARMS = ('stock', 'mlaccel', 'full-read')
+#: The arms whose requests are scheduled.
+SCHED_ARMS = ('stock', 'mlaccel')
 
 
 def print_sched(bench, sizes):
@@ -627,22 +632,23 @@ def print_sched(bench, sizes):
                 bench.sched_ratio(size, rate), ms['full-read'],
                 bench.sched_ratio(size, rate, 'full-read')))
     for size, (rounds, requests) in bench.sched_rounds.items():
-        print('%d hosts: %d rounds of %d requests, each scheduled by the '
-              'three arms in turn, after an untimed one; the scheduling '
+        print('%d hosts: %d rounds of %d requests, each scheduled by both '
+              'arms in turn, after an untimed one; the scheduling '
               'thread\'s CPU per request: %s; mlaccel/stock per round: %s' % (
                   size, rounds, requests, ', '.join(
                       '%s %.2f ms' % (arm, statistics.mean(
                           ms for spent in bench.sched[size, arm]
-                          for ms in spent)) for arm in ARMS),
+                          for ms in spent)) for arm in SCHED_ARMS),
                   ' '.join('%.3f' % (statistics.mean(m) / statistics.mean(s))
                            for m, s in zip(bench.sched[size, 'mlaccel'],
                                            bench.sched[size, 'stock']))))
     print('stock: Nova\'s filters and weighers, no report cache; mlaccel: '
           'with BuildSlotFilter, LifecycleWeigher and the shipped cache; '
-          'full-read: the same plugins with the stock cache; both caches '
-          'refresh throughout, each arm\'s own refresh CPU (from 1.) is '
-          'added; ratio: median over the rounds of the arm\'s total over '
-          'stock\'s; no garbage collection forced')
+          'full-read: the same plugins\' thread with the full-read cache\'s '
+          'refresh; the shipped cache refreshes throughout, each arm\'s '
+          'own refresh CPU (from 1.) is added; ratio: median over the '
+          'rounds of the arm\'s total over stock\'s; no garbage collection '
+          'forced')
 
 
 def print_propagation(bench, sizes, backends):
@@ -670,12 +676,22 @@ def main(argv=None):
     parser.add_argument('--sizes', default=None,
                         help='host counts (default: 1000,10000; 200 with '
                              '--quick)')
+    parser.add_argument('--backends', default=None,
+                        help='state buses of 1. and 3. (default: redis,etcd; '
+                             'redis with --quick); 2. runs on redis, which '
+                             'is always included, and the failover on etcd')
     parser.add_argument('--seed', type=int, default=1)
     args = parser.parse_args(argv)
     profile = QUICK if args.quick else FULL
     sizes = [int(s) for s in args.sizes.split(',')] if args.sizes \
         else list(profile['sizes'])
     backends = profile['backends']
+    if args.backends:
+        chosen = set(args.backends.split(',')) | {'redis'}
+        if not chosen <= set(FULL['backends']):
+            parser.error('--backends: one or more of %s'
+                         % ', '.join(FULL['backends']))
+        backends = [b for b in FULL['backends'] if b in chosen]
     started = time.monotonic()
 
     conf = sched.nova_conf()
@@ -748,8 +764,7 @@ def main(argv=None):
     load = os.getloadavg()
     print('\npreconditions: every report fresh at the start and the end of '
           'every stretch (%d checks, fewest %.1f %%); exactly one refresh '
-          'thread running in every stretch of 1. and 3., both caches\' in '
-          '2.; arms in an '
+          'thread running in every stretch; arms in an '
           'order other than the last, %d times (%s); options at their '
           'defaults (%s); signed reports; %d hosts for the RESULT; %.0f s; '
           'load average %.2f %.2f %.2f on %d CPUs'

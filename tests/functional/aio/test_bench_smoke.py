@@ -48,7 +48,7 @@ class AioAgentBenchSmokeTest(testtools.TestCase):
         # One round of each part's arms: a smoke run, not a measure.
         fields = result_line(
             self, 'agent', '--image-mib', '8', '--burst', '4',
-            '--burst-image-mib', '1', '--repetitions', '1')
+            '--burst-image-mib', '1', '--repetitions', '1', '--limits', '2')
         self.assertEqual({'first_boot_prefetch_ratio',
                           'first_boot_with_prefetch_ratio',
                           'burst_makespan_ratio'}, set(fields))
