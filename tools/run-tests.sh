@@ -7,8 +7,8 @@
 # When aio runs with other suites, it runs beside them: its cloud's
 # services spend most of the job waiting on each other, so the in-process
 # suites run meanwhile, at a lower CPU priority (nice) so that the cloud
-# keeps the processors it asks for. The environments and the system
-# packages are installed first, one at a time.
+# keeps the processors it asks for. The system packages and every
+# environment are installed first, one at a time.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
@@ -145,9 +145,16 @@ count_env() {
     esac
 }
 
+# Say so when any of the environments $@ is not installed yet.
 first_run_note() {
-    echo "First run of $1: tox installs its dependencies now (nova, cinder," \
-         "torch...); the installs take about 10 minutes and 6 GB of disk."
+    local env new=()
+    for env in "$@"; do
+        [ -d ".tox/$env" ] || new+=("$env")
+    done
+    [ ${#new[@]} -eq 0 ] && return
+    echo "First run of ${new[*]}: tox installs their dependencies now" \
+         "(nova, cinder, torch...); the installs take about 10 minutes and" \
+         "6 GB of disk."
 }
 
 others=()
@@ -159,15 +166,12 @@ done
 
 if [ "$beside" = 1 ]; then
     echo "=== installing: ${suites[*]}"
-    for env in "${suites[@]}"; do
-        [ -d ".tox/$env" ] || first_run_note "$env"
-    done
+    first_run_note "${suites[@]}"
     # Every system package and environment now, one at a time: apt takes
     # one install at a time, and tox builds the package once for all.
-    install_ok=1
-    bash tools/install-bindep.sh test && bash tools/install-bindep.sh aio &&
-        tox -e "$(IFS=,; echo "${suites[*]}")" --notest || install_ok=0
-    if [ "$install_ok" = 0 ]; then
+    if ! { bash tools/install-bindep.sh test &&
+           bash tools/install-bindep.sh aio &&
+           tox -e "$(IFS=,; echo "${suites[*]}")" --notest; }; then
         echo "=== summary"
         echo "the installs failed"
         echo "0 passed, 1 failed, 0 skipped"
@@ -192,7 +196,7 @@ if [ "$beside" = 1 ]; then
 else
     for env in "${suites[@]}"; do
         echo "=== tox -e $env"
-        [ -d ".tox/$env" ] || first_run_note "$env"
+        first_run_note "$env"
         run_env "$env"
         count_env "$env" $?
     done

@@ -49,8 +49,10 @@ each second, in turn. The arms alternate in an order other than the last.
    both arms in turn (in an order other than the last), with the shipped
    cache refreshing throughout, as one scheduler process runs it; each
    arm's refresh CPU per second (from 1.) divided by the request rate is
-   added. The full-read cache's figure is the same plugins' thread CPU
-   plus its own refresh CPU: running it beside the shipped one would put
+   added; the total on etcd adds the etcd refresh's CPU to the same
+   thread, whose input, the cache's view, does not depend on the backend.
+   The full-read cache's figure is the same plugins' thread CPU plus its
+   own refresh CPU: running it beside the shipped one would put
    a second cache's reports and garbage, which no scheduler holds, into
    every request's collections. (Stretches of one arm at a time, each with
    its own refresh thread, gave ratios that moved by several percent from
@@ -429,25 +431,27 @@ class Bench:
                 cache.stop()
             reader._caches.pop(hostview.HostReportCache, None)
 
-    def totals(self, size, rate, arm):
+    def totals(self, size, rate, arm, backend='redis'):
         """An arm's CPU ms per request at ``rate``, of each round.
 
         The scheduling thread's mean over the round's requests (at every
         rate: it does not depend on it), plus the refresh's CPU per second
-        (Redis, the same share changing) over the rate. ``full-read`` is
-        the plugins' thread (mlaccel's) with the full-read cache's refresh.
+        on ``backend`` (the same share changing) over the rate.
+        ``full-read`` is the plugins' thread (mlaccel's) with the full-read
+        cache's refresh. The thread is measured on Redis: what it reads,
+        the cache's view, is the same on every backend.
         """
         refresh = 0.0 if arm == 'stock' else self.cpu_per_second(
-            'redis', size, SCHED_SHARE,
+            backend, size, SCHED_SHARE,
             'mlaccel' if arm == 'mlaccel' else 'stock')
         thread = 'stock' if arm == 'stock' else 'mlaccel'
         return [statistics.mean(spent) + refresh / rate * 1000
                 for spent in self.sched[size, thread]]
 
-    def sched_ratio(self, size, rate, arm='mlaccel'):
+    def sched_ratio(self, size, rate, arm='mlaccel', backend='redis'):
         """Median over the rounds of ``arm``'s total over stock's."""
         return statistics.median(
-            a / s for a, s in zip(self.totals(size, rate, arm),
+            a / s for a, s in zip(self.totals(size, rate, arm, backend),
                                   self.totals(size, rate, 'stock')))
 
     # -- 3. propagation -------------------------------------------------
@@ -617,20 +621,28 @@ ARMS = ('stock', 'mlaccel', 'full-read')
 SCHED_ARMS = ('stock', 'mlaccel')
 
 
-def print_sched(bench, sizes):
-    print('\n2. Scheduler process CPU per request, Redis, %g %% of reports '
+def print_sched(bench, sizes, backends):
+    print('\n2. Scheduler process CPU per request, %g %% of reports '
           'changing a second (ms; the scheduling thread\'s CPU + the '
           'refresh\'s CPU per second / rate)' % (SCHED_SHARE * 100))
+    etcd = 'etcd' in backends
     print('%6s %5s %9s %9s %7s %10s %7s' % (
-        'hosts', 'rps', 'stock', 'mlaccel', 'ratio', 'full-read', 'ratio'))
+        'hosts', 'rps', 'stock', 'mlaccel', 'ratio', 'full-read', 'ratio')
+        + (' %9s %7s' % ('on etcd', 'ratio') if etcd else ''))
     for size in sizes:
         for rate in RATES:
             ms = {arm: statistics.mean(bench.totals(size, rate, arm))
                   for arm in ARMS}
-            print('%6d %5d %9.2f %9.2f %7.3f %10.2f %7.3f' % (
+            line = '%6d %5d %9.2f %9.2f %7.3f %10.2f %7.3f' % (
                 size, rate, ms['stock'], ms['mlaccel'],
                 bench.sched_ratio(size, rate), ms['full-read'],
-                bench.sched_ratio(size, rate, 'full-read')))
+                bench.sched_ratio(size, rate, 'full-read'))
+            if etcd:
+                line += ' %9.2f %7.3f' % (
+                    statistics.mean(bench.totals(size, rate, 'mlaccel',
+                                                 'etcd')),
+                    bench.sched_ratio(size, rate, 'mlaccel', 'etcd'))
+            print(line)
     for size, (rounds, requests) in bench.sched_rounds.items():
         print('%d hosts: %d rounds of %d requests, each scheduled by both '
               'arms in turn, after an untimed one; the scheduling '
@@ -648,7 +660,8 @@ def print_sched(bench, sizes):
           'refresh; the shipped cache refreshes throughout, each arm\'s '
           'own refresh CPU (from 1.) is added; ratio: median over the '
           'rounds of the arm\'s total over stock\'s; no garbage collection '
-          'forced')
+          'forced; on etcd: mlaccel\'s thread, measured on Redis, with the '
+          'shipped cache\'s refresh CPU on etcd')
 
 
 def print_propagation(bench, sizes, backends):
@@ -740,7 +753,7 @@ def main(argv=None):
 
     interval = bench.opts.refresh_interval
     print_refresh(bench, sizes, backends, interval)
-    print_sched(bench, sizes)
+    print_sched(bench, sizes, backends)
     print_propagation(bench, sizes, backends)
     pool = conf.mlaccel_pool
     lease = getattr(pool, 'leader_lease', None)
