@@ -14,7 +14,9 @@
 
 A real file or Redis bus, real publishers and a real report cache. The
 attacker is any client of the bus: it picks its member id freely and may
-hold the key of a compute node of its own (``cmp-evil``).
+hold the key of a compute node of its own (``cmp-evil``). Checks read
+the cache as its last refresh left it (``current()``), refreshed by the
+test alone, as in :mod:`tests.unit.statebus.test_replay`.
 """
 
 import datetime
@@ -55,7 +57,7 @@ class TrustTests(test_statebus.BusTestBase):
         self.victim.publish(real)
         cache = self.bus.cache()
         cache.refresh()
-        self.assertEqual(real, cache.snapshot().get(VICTIM))
+        self.assertEqual(real, cache.current().get(VICTIM))
         return real, cache
 
     def evil_key(self):
@@ -71,7 +73,7 @@ class TrustTests(test_statebus.BusTestBase):
         evil_key = self.evil_key()
         self.join_raw(VICTIM, self.sign(evil_key, self.forged()), evict=True)
         cache.refresh()
-        self.assertEqual(real, cache.snapshot().get(VICTIM))
+        self.assertEqual(real, cache.current().get(VICTIM))
         self.assertIn('Rejected host report from cmp-victim: signature '
                       'does not verify with the key of host cmp-victim',
                       self.log.output)
@@ -80,13 +82,13 @@ class TrustTests(test_statebus.BusTestBase):
         again = report(VICTIM, cache_free_bytes=3)
         self.victim.publish(again)
         cache.refresh()
-        self.assertEqual(again, cache.snapshot().get(VICTIM))
+        self.assertEqual(again, cache.current().get(VICTIM))
 
     def test_unsigned_forgery_is_rejected(self):
         real, cache = self.publish_victim()
         self.join_raw(VICTIM, hostreport.encode(self.forged()), evict=True)
         cache.refresh()
-        self.assertEqual(real, cache.snapshot().get(VICTIM))
+        self.assertEqual(real, cache.current().get(VICTIM))
         self.assertIn('Rejected host report from cmp-victim: report is not '
                       'signed', self.log.output)
 
@@ -95,7 +97,7 @@ class TrustTests(test_statebus.BusTestBase):
         evil_key = self.evil_key()
         self.join_raw('cmp-evil', self.sign(evil_key, self.forged()))
         cache.refresh()
-        self.assertEqual({VICTIM: real}, cache.snapshot().reports)
+        self.assertEqual({VICTIM: real}, cache.current().reports)
         self.assertIn('Rejected host report from cmp-evil: it names host '
                       'cmp-victim', self.log.output)
 
@@ -108,8 +110,8 @@ class TrustTests(test_statebus.BusTestBase):
         self.bus.publisher('cmp2').publish(near)
         cache = self.bus.cache()
         cache.refresh()
-        self.assertIsNone(cache.snapshot().get('cmp1'))
-        self.assertEqual({'cmp2': near}, cache.snapshot().reports)
+        self.assertIsNone(cache.current().get('cmp1'))
+        self.assertEqual({'cmp2': near}, cache.current().reports)
         self.assertIn('Rejected host report from cmp1: it is dated',
                       self.log.output)
 
@@ -122,7 +124,7 @@ class TrustTests(test_statebus.BusTestBase):
                               self.forged())
         self.assertEqual(held, self.held(VICTIM))
         cache.refresh()
-        self.assertEqual(real, cache.snapshot().get(VICTIM))
+        self.assertEqual(real, cache.current().get(VICTIM))
 
     def test_eviction_attempt_without_keys_leaves_the_real_report(self):
         self.conf.set('mlaccel_statebus', deployment_key_file=None,
@@ -134,7 +136,7 @@ class TrustTests(test_statebus.BusTestBase):
                           self.forged())
         cache = self.bus.cache()
         cache.refresh()
-        self.assertEqual(real, cache.snapshot().get(VICTIM))
+        self.assertEqual(real, cache.current().get(VICTIM))
 
     def test_signed_agent_reclaims_its_entry_from_an_unsigned_squatter(self):
         self.use_deployment_key()
@@ -143,7 +145,7 @@ class TrustTests(test_statebus.BusTestBase):
         self.signed_publisher(VICTIM).publish(real)
         cache = self.bus.cache()
         cache.refresh()
-        self.assertEqual(real, cache.snapshot().get(VICTIM))
+        self.assertEqual(real, cache.current().get(VICTIM))
 
     def test_unsigned_reports_are_rejected_with_a_deployment_key(self):
         self.conf.set('mlaccel_statebus', allow_unsigned_reports=True)
@@ -152,7 +154,7 @@ class TrustTests(test_statebus.BusTestBase):
         cache.refresh()
         self.assertTrue(cache.healthy)
         self.assertTrue(cache.authenticated)
-        self.assertEqual({}, cache.snapshot().reports)
+        self.assertEqual({}, cache.current().reports)
         self.assertIn('Rejected host report from cmp1: report is not signed',
                       self.log.output)
 
@@ -165,7 +167,7 @@ class TrustTests(test_statebus.BusTestBase):
         self.bus.publisher('cmp1').publish(r)
         cache = self.bus.cache()
         cache.refresh()
-        self.assertEqual({'cmp1': r}, cache.snapshot().reports)
+        self.assertEqual({'cmp1': r}, cache.current().reports)
 
     def test_insecure_reader_accepts_all_and_says_so_once(self):
         self.conf.set('mlaccel_statebus', deployment_key_file=None,
@@ -179,7 +181,7 @@ class TrustTests(test_statebus.BusTestBase):
         cache.refresh()
         self.assertFalse(cache.authenticated)
         self.assertEqual({'cmp1': signed, 'cmp2': unsigned},
-                         cache.snapshot().reports)
+                         cache.current().reports)
         self.assertEqual(1, self.log.output.count(
             'INSECURE: [mlaccel_statebus] allow_unsigned_reports is set'))
 
@@ -190,7 +192,7 @@ class TrustTests(test_statebus.BusTestBase):
                 VICTIM, builds_in_flight=n + 100)), evict=True)
             cache.refresh()
         self.assertEqual(1, self.log.output.count('Rejected host report'))
-        self.assertEqual(real, cache.snapshot().get(VICTIM))
+        self.assertEqual(real, cache.current().get(VICTIM))
 
     def test_unreadable_deployment_key_means_no_reports(self):
         self.bus.publisher('cmp1').publish(report('cmp1'))
@@ -200,7 +202,7 @@ class TrustTests(test_statebus.BusTestBase):
         cache.refresh()
         cache.refresh()
         self.assertIs(False, cache.healthy)
-        self.assertEqual({}, cache.snapshot().reports)
+        self.assertEqual({}, cache.current().reports)
         self.assertEqual(1, self.log.output.count(
             'Cannot check state bus report signatures'))
 
@@ -259,7 +261,7 @@ class TestRedisTrust(TrustTests, testcase.TestCase):
             pub.publish(r)
             cache = self.bus.cache()
             cache.refresh()
-            self.assertEqual({'cmp1': r}, cache.snapshot().reports)
+            self.assertEqual({'cmp1': r}, cache.current().reports)
             pub.stop()
 
         wrong = 'redis://mlaccel:wrong-pw-3@' + base
