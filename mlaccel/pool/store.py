@@ -305,7 +305,7 @@ class BusLocks:
             self.conf, 'mlaccel-pool-%s' % uuid.uuid4().hex,
             defaults={'lock_timeout': self.conf.mlaccel_pool.leader_lease})
         try:
-            coord.start(start_heart=True)
+            statebus.start(coord, start_heart=True)
         except Exception as exc:
             raise PoolUnavailable(statebus.redact(self.conf, exc))
         with self._guard:

@@ -27,6 +27,7 @@ from oslo_log import log as logging
 import tooz
 from tooz import coordination
 
+from mlaccel.statebus import drivers
 from mlaccel.statebus import url as bus_url
 
 LOG = logging.getLogger(__name__)
@@ -72,6 +73,17 @@ def coordinator(conf, member_id, read_only=False, defaults=None):
     return coordination.get_coordinator(
         tooz_url,
         member_id.encode() if isinstance(member_id, str) else member_id)
+
+
+def start(coord, start_heart=False):
+    """Start ``coord``; a bus that refuses it fails now, not in a minute.
+
+    :raises tooz.coordination.ToozConnectionError: the backend refused the
+        client (:func:`mlaccel.statebus.drivers.check`), or what tooz's
+        start raises.
+    """
+    drivers.check(coord)
+    coord.start(start_heart=start_heart)
 
 
 def _check_readable(path):

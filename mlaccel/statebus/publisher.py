@@ -130,7 +130,7 @@ class Publisher:
             self._load_keys()
             if self._coordinator is None:
                 coord = statebus.coordinator(self.conf, self.host)
-                coord.start(start_heart=False)
+                statebus.start(coord)
                 self._coordinator = coord
                 self._changes = drivers.for_client(coord, self._group)
                 try:

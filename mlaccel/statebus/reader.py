@@ -275,7 +275,7 @@ class ReportCache:
                                              read_only=True)
             except statebus.NoBus:
                 return {}, False
-            coord.start(start_heart=False)
+            statebus.start(coord)
             self._coordinator = coord
             self._changes = drivers.for_client(coord, self._group)
         now = time.monotonic()

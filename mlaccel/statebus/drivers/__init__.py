@@ -31,6 +31,10 @@ a publisher that does not announce) answers ``None`` and the reader reads
 everything, as it also does every :data:`FULL_READ_INTERVAL` seconds. A
 member that left is seen at such a full read; until then its report ages
 out by its own time stamp, as a dead agent's does.
+
+A driver may also check its backend before a client starts (:func:`check`):
+on Redis, so that a refused password or connection fails at once instead
+of after tooz's minute of retries.
 """
 
 from mlaccel.statebus.drivers import base
@@ -52,3 +56,19 @@ _DRIVERS = {
 def for_client(coord, group):
     """The :class:`Changes` of ``coord``'s backend for ``group``."""
     return _DRIVERS.get(type(coord).__module__, Changes)(coord, group)
+
+
+# tooz driver module -> the check made before a client of it starts.
+_CHECKS = {
+    'tooz.drivers.redis': redis.check,
+}
+
+
+def check(coord):
+    """Raise now if ``coord``'s backend will not let it start.
+
+    Call it before ``coord.start()``. Backends without a check pass.
+    """
+    checker = _CHECKS.get(type(coord).__module__)
+    if checker is not None:
+        checker(coord)

@@ -31,6 +31,7 @@ group has no score, every refresh reads everything, as before.
 import uuid
 
 from oslo_log import log as logging
+from tooz import coordination
 
 from mlaccel.statebus.drivers import base
 
@@ -44,6 +45,38 @@ local version = redis.call('incr', KEYS[1])
 redis.call('zadd', KEYS[2], version, ARGV[1])
 return version
 """
+
+
+def check(coord):
+    """Raise at once if ``coord``'s Redis cannot be reached or refuses it.
+
+    Call it before ``coord.start()``. tooz retries a refused password
+    and a refused connection alike, 15 times, each after redis-py's own
+    retries: about a minute before a client that can never start fails,
+    while a reader, a publisher or ``mlaccel-statebus show`` waits. This
+    asks once, with a client made as tooz makes its own and no retry;
+    whoever starts the client tries again in its next round. Any other
+    answer (a ``NOPERM`` of an ACL user, say) is left to tooz's start.
+
+    :raises tooz.coordination.ToozConnectionError: with redis-py's error
+        as its cause.
+    """
+    # redis-py is there when tooz made a Redis client (mlaccel[redis]).
+    import redis
+    from redis import backoff
+    from redis import retry
+
+    client = type(coord)._make_client(coord._parsed_url, coord._options,
+                                      coord.timeout)
+    client.set_retry(retry.Retry(backoff.NoBackoff(), 0))
+    try:
+        client.ping()
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise coordination.ToozConnectionError(str(exc)) from exc
+    except redis.RedisError:
+        pass
+    finally:
+        client.close()
 
 
 class RedisChanges(base.Changes):

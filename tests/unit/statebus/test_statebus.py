@@ -16,6 +16,7 @@ Real publishers, a real report cache, and a real file or Redis backend (a
 ``redis-server`` started for the tests).
 """
 
+import logging
 import os
 import select
 import shutil
@@ -408,6 +409,47 @@ class TestRedisBus(BusTests, testcase.TestCase):
         self.assertIs(True, cache.healthy)
         self.assertIsNone(cache.last_error)
         self.assertIn('answers again', self.log.output)
+
+    def test_a_refused_client_fails_to_start_without_retrying(self):
+        """A wrong password, then a dead Redis: start fails on first ask.
+
+        tooz asks again 15 times, each after redis-py's own retries, about
+        a minute in all; that it did not is told by the connections Redis
+        received and by tooz's retry log lines, not by a clock.
+        """
+        import redis
+        tooz_log = self.useFixture(fixtures.FakeLogger(
+            name='tooz.drivers.redis', level=logging.DEBUG))
+        admin = redis.Redis(port=self.bus.server.port)
+        self.addCleanup(admin.close)
+        admin.config_set('requirepass', 'right-pw')
+        admin.execute_command('AUTH', 'right-pw')
+
+        def connections():
+            return admin.info('stats')['total_connections_received']
+
+        self.conf.set('mlaccel_statebus', backend_url=(
+            'redis://:wrong-pw@127.0.0.1:%d?executor=synchronous'
+            % self.bus.server.port))
+        before = connections()
+        coord = statebus.coordinator(self.conf.conf, 'cmp1')
+        exc = self.assertRaises(coordination.ToozConnectionError,
+                                statebus.start, coord)
+        self.assertIsInstance(exc.__cause__, redis.AuthenticationError)
+        self.assertEqual(1, connections() - before)
+
+        cache = self.bus.cache()
+        cache.refresh()
+        self.assertIs(False, cache.healthy)
+        self.assertIn('invalid username-password', cache.last_error)
+        self.assertEqual(2, connections() - before)
+
+        self.bus.server.kill()
+        coord = statebus.coordinator(self.conf.conf, 'cmp1')
+        exc = self.assertRaises(coordination.ToozConnectionError,
+                                statebus.start, coord)
+        self.assertIsInstance(exc.__cause__, redis.ConnectionError)
+        self.assertNotIn('will retry', tooz_log.output)
 
 
 class TestRedisServerFixture(testcase.TestCase):
