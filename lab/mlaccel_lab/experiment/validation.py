@@ -24,6 +24,12 @@ Of an arm with pools, the median overhead is judged apart for the tasks a
 pool served whole (hits) and the others (misses), with the hit rate: the
 mixture of the two is bimodal, and its median, shown but not judged,
 jumps from one mode to the other as the hit rate crosses one half.
+
+Beside the cells, not judged, the full volume copies of each arm that made
+any, measured or simulated (:func:`copies`): how many a run, how long one
+took and how many others were in flight meanwhile. A copy's time depends
+on how many share the backend, so a creation cell off by much is read
+there first.
 """
 
 import dataclasses
@@ -90,6 +96,8 @@ class Validation:
     tolerance: float = TOLERANCE
     calibration: object = None
     simulated: dict = None
+    #: ``{arm: (measured, simulated)}`` of :func:`copies`.
+    copies: dict = None
 
     @property
     def judged(self):
@@ -124,6 +132,14 @@ class Validation:
                          '-' if worst is None else '%s %s %s' % (
                              worst.arm, worst.field, worst.format_error()),
                          100 * self.tolerance, HIT_TOLERANCE))
+        if self.copies:
+            lines.append('full volume copies (not judged): a run, mean '
+                         'seconds, mean other copies in flight')
+            for arm, pair in sorted(self.copies.items()):
+                lines.append('%-20s %s' % (arm, '   '.join(
+                    '%s %4.1f %6.2f s %5.2f' % ((what,) + figures)
+                    for what, figures in zip(('measured', 'simulated'),
+                                             pair))))
         return '\n'.join(lines) + '\n'
 
 
@@ -155,6 +171,33 @@ def compare(measured, simulated, tolerance=TOLERANCE):
                               report.hit_rate_pct(simulated, arm), True))
             cells.extend(_medians_by_kind(measured, simulated, arm))
     return Validation(cells, tolerance)
+
+
+def copies(results):
+    """``{arm: (copies a run, mean seconds, mean others in flight)}``.
+
+    Of the fresh VMs whose volume was a full copy of the image: its
+    creation stage, from scheduled to active, and how many other copies of
+    the same run overlapped it. Arms that copied nothing are left out.
+    """
+    runs, spans = {}, {}
+    for row in results_mod.vm_rows(results):
+        runs.setdefault(row['arm'], set()).add(row['run'])
+        if row['pooled'] or not row['facts'].get('volume_copy'):
+            continue
+        events = row['events']
+        spans.setdefault(row['arm'], []).append(
+            (row['run'], events['scheduled'], events['active']))
+    found = {}
+    for arm, copied in spans.items():
+        overlaps = [sum(1 for other in copied if other is not copy
+                        and other[0] == copy[0] and other[1] < copy[2]
+                        and other[2] > copy[1]) for copy in copied]
+        found[arm] = (len(copied) / len(runs[arm]),
+                      sum(end - start for _, start, end in copied)
+                      / len(copied),
+                      sum(overlaps) / len(copied))
+    return found
 
 
 def _medians_by_kind(measured, simulated, arm):
@@ -199,4 +242,8 @@ def validate(measured, calibration=None, seed=0, tolerance=TOLERANCE,
     result = compare(measured, simulated, tolerance)
     result.calibration = calibration
     result.simulated = simulated
+    ours, theirs = copies(measured), copies(simulated)
+    none = (0.0, 0.0, 0.0)
+    result.copies = {arm: (ours.get(arm, none), theirs.get(arm, none))
+                     for arm in set(ours) | set(theirs)}
     return result

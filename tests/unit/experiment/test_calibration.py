@@ -118,6 +118,10 @@ class TestValidate(testcase.TestCase):
             self.assertIn((arm.name, 'creation'), judged)
         self.assertIn(('stock', 'scheduling'),
                       {(c.arm, c.field) for c in checked.cells})
+        # Copies shown measured and simulated, each arm that made any.
+        self.assertTrue(checked.copies)
+        for measured, simulated in checked.copies.values():
+            self.assertGreater(measured[0] + simulated[0], 0)
 
     def test_holds_for_another_workload_of_the_same_shape(self):
         measured = synthetic.results(seed=5, workload_seed=99)
@@ -136,6 +140,48 @@ class TestValidate(testcase.TestCase):
                       ('creation', 'buffering', validation.MEDIAN))
         self.assertGreater(abs(worst.error), validation.TOLERANCE)
         self.assertIn('validation FAILED', checked.format())
+
+
+class TestCopies(testcase.TestCase):
+    """Full volume copies a run, their time, the others in flight."""
+
+    def row(self, run, start, end, copy=True, pooled=False, arm='stock'):
+        return {'arm': arm, 'run': (run, arm), 'pooled': pooled,
+                'facts': {'volume_copy': copy},
+                'events': {'scheduled': start, 'active': end}}
+
+    def copies(self, rows):
+        self.useFixture(fixtures.MonkeyPatch(
+            'mlaccel_lab.experiment.results.vm_rows',
+            lambda results: rows))
+        return validation.copies({})
+
+    def test_a_known_case(self):
+        found = self.copies([
+            # Run 0: two copies overlap, a third runs alone, an image VM.
+            self.row(0, 0.0, 10.0), self.row(0, 5.0, 15.0),
+            self.row(0, 20.0, 25.0), self.row(0, 0.0, 30.0, copy=False),
+            # Run 1: a copy, and a pooled VM that overlaps it.
+            self.row(1, 12.0, 16.0), self.row(1, 0.0, 30.0, pooled=True),
+            # An arm that copied nothing.
+            self.row(0, 0.0, 3.0, copy=False, arm='mlaccel')])
+        self.assertEqual({'stock'}, set(found))
+        per_run, seconds, in_flight = found['stock']
+        self.assertEqual(2.0, per_run)
+        self.assertEqual((10 + 10 + 5 + 4) / 4, seconds)
+        self.assertEqual(0.5, in_flight)
+
+    def test_copies_of_other_runs_do_not_overlap(self):
+        found = self.copies([self.row(0, 0.0, 10.0),
+                             self.row(1, 0.0, 10.0)])
+        self.assertEqual((1.0, 10.0, 0.0), found['stock'])
+
+    def test_shown_beside_the_cells(self):
+        checked = validation.Validation([], copies={
+            'stock': ((9.0, 13.9, 2.1), (9.0, 4.5, 1.1))})
+        self.assertIn('full volume copies (not judged)', checked.format())
+        self.assertIn('measured  9.0  13.90 s  2.10', checked.format())
+        self.assertIn('simulated  9.0   4.50 s  1.10', checked.format())
 
 
 class TestMediansByKind(testcase.TestCase):
