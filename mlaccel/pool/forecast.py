@@ -25,7 +25,9 @@ instead looks at the demand over one lead time, from the recorded asks
 The number to keep warm is the larger of the recent peak (the most VMs
 asked for in one lead time of the recent horizon) and the ``quantile``
 (by default the 90th percentile) of the daily peaks: enough for the burst
-going on, and for nine days in ten of the usual one.
+going on, and for nine days in ten of the usual one. A daily window
+counts only if the record holds it whole; until one does, the record so
+far stands for the usual day.
 
 The budget's allocation (:mod:`mlaccel.pool.allocation`) needs the chance
 that an m-th warm member is asked for within a lead time around now: the
@@ -212,12 +214,18 @@ def forecast(asks, now, lead, quantile_=0.9, recent=1800.0, days=7,
         return Forecast(0, (), 0)
     since = asks[0][0] if since is None else min(since, asks[0][0])
     recent_peak = peak(asks, now - recent, now + 1e-9, lead)
+    # Only the windows the record holds whole: a window begun before it
+    # would count unwatched time as quiet.
     daily = [peak(asks, now - day * DAY - daily_span,
                   now - day * DAY + daily_span, lead)
              for day in range(1, days + 1)
-             if now - day * DAY + daily_span >= since]
-    target = max(recent_peak, quantile(daily, quantile_))
-    top = max(daily + [recent_peak])
+             if now - day * DAY - daily_span >= since]
+    # Before a day is recorded, the record so far stands for the usual
+    # day: without it a key not asked for in the last half hour would
+    # forecast nothing, and members would chase the key asked for last.
+    usual = daily or [peak(asks, since, now + 1e-9, lead)]
+    target = max(recent_peak, quantile(usual, quantile_))
+    top = max(usual + [recent_peak])
     # Every observed second of each horizon counts once (not the larger of
     # their shares: see above).
     seconds = coverage(asks, now - recent, now, lead)

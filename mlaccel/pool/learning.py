@@ -19,12 +19,13 @@ every recorded key of its project (:mod:`mlaccel.pool.forecast`), allocates
 members under the budget (:mod:`mlaccel.pool.allocation`: at most
 ``budget_members`` at once, and the idle VM-hours a day spent in the hours
 the project's recorded days were busy, never more over any 24 hours than
-``budget_idle_vm_hours``), makes a pool for
-a key that is granted members and has none, gives each learned pool its
-target, and deletes a learned pool that is granted nothing and holds no
-member. A pool an operator made is never touched: its key is left out of
-the allocation, and its members count against the budget first. An image
-the project cannot see in Glance is never pooled.
+``budget_idle_vm_hours``), makes a pool for a key that is granted members
+and has none, gives each learned pool its target (a warm member the hour
+no longer wants stays a lead time more: :meth:`Policy.kept`), and deletes
+a learned pool that is granted nothing and holds no member. A pool an
+operator made is never touched: its key is left out of the allocation, and
+its members count against the budget first. An image the project cannot
+see in Glance is never pooled.
 """
 
 import contextlib
@@ -107,6 +108,7 @@ class Policy:
         self.project_id = project_id
         self.visible = visible
         self._refused = set()
+        self._surplus_since = None   # since when members alive were unwanted
 
     def budget(self, reserved=0, others=0):
         """The budget left to the learned pools.
@@ -158,27 +160,56 @@ class Policy:
                 self.group.learn_max_size))
         return candidates
 
-    def members_now(self, doc, now, candidates, budget):
+    def lead(self, candidates):
+        """The longest lead time of the candidates (else the default)."""
+        return max([c.lead for c in candidates],
+                   default=self.group.default_lead_time)
+
+    def room(self, doc, now, candidates, budget):
         """The most learned members the budget lets be alive now.
 
-        At most ``budget.members``; of the day's idle VM-hours, the share
-        of the hour now (:func:`~mlaccel.pool.allocation.paced`, by the
-        project's :func:`~mlaccel.pool.forecast.day_shape`); and no more
-        than the VM-hours the last 24 hours left for the members until
-        they can next be retired (a round and a build from now).
+        At most ``budget.members``, and no more than the VM-hours the last
+        24 hours left for the members until they can next be retired (a
+        round and a build from now).
+        """
+        return min(budget.members, allocation.spend_room(
+            budget, pool_demand.spent(doc, now),
+            self.group.interval + self.lead(candidates)))
+
+    def members_now(self, doc, now, candidates, budget):
+        """The learned members the day's budget spends on the hour now.
+
+        Of the day's idle VM-hours, the share of the hour now
+        (:func:`~mlaccel.pool.allocation.paced`, by the project's
+        :func:`~mlaccel.pool.forecast.day_shape`), within :meth:`room`.
         """
         asks = [(t, n) for history in pool_demand.asks_by_key(doc).values()
                 for t, n in history]
         shape = forecast.day_shape(
             asks, now, since=pool_demand.recorded_since(doc))
-        horizon = self.group.interval + max(
-            [c.lead for c in candidates],
-            default=self.group.default_lead_time)
-        return min(budget.members,
-                   allocation.paced(allocation.member_densities(candidates),
+        return min(allocation.paced(allocation.member_densities(candidates),
                                     budget, shape),
-                   allocation.spend_room(
-                       budget, pool_demand.spent(doc, now), horizon))
+                   self.room(doc, now, candidates, budget))
+
+    def kept(self, wanted, alive, now, lead, room):
+        """Members to hold now: ``wanted``, or the warm ones a while more.
+
+        Members alive beyond what the hour now wants stay, within
+        ``room``, until the surplus has lasted a lead time: keeping a warm
+        member that long costs what building it again would, so a dip of
+        the hour's share that passes within it costs no rebuild, and one
+        that lasts costs at most twice what knowing it in advance would
+        (the ski-rental rule). Measured with ``python -m mlaccel_lab.bench
+        pools-demand``: see the pools guide.
+        """
+        if alive <= wanted:
+            self._surplus_since = None
+            return wanted
+        if self._surplus_since is None:
+            self._surplus_since = now
+        if now - self._surplus_since < lead:
+            return max(wanted, min(alive, room))
+        return wanted
 
     def targets(self, doc, now, alive, leads=None, manual=(), reserved=0,
                 others=0):
@@ -194,8 +225,11 @@ class Policy:
         allocation's surplus is claimed or retired.
         """
         candidates = self.candidates(doc, now, leads, manual)
-        members = self.members_now(doc, now, candidates,
-                                   self.budget(reserved, others))
+        budget = self.budget(reserved, others)
+        members = self.kept(
+            self.members_now(doc, now, candidates, budget),
+            sum(alive.values()), now, self.lead(candidates),
+            self.room(doc, now, candidates, budget))
         budget = allocation.Budget(members, 24.0 * members)
         granted = allocation.allocate(candidates, budget, alive)
         create = allocation.to_create(granted.members, alive, budget)

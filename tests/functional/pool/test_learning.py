@@ -88,9 +88,11 @@ class LearnedPoolTest(pool_base.PoolTestCase):
         self.assertEqual([[self.key, 1, 0], [self.key, 1, 1]],
                          [ask[1:] for ask in doc['asks']])
 
-        # Demand stops: two hours later nothing recent, nothing recurring
-        # yet. The member goes, then the pool.
-        self.age_the_demand(7200.0)
+        # Demand stops: a day and two hours later (a whole day recorded,
+        # so the record so far no longer stands for the usual day),
+        # nothing recent, nothing at this time yesterday. The member goes,
+        # then the pool.
+        self.age_the_demand(26 * 3600.0)
         manager.run_once()
         self._wait_until(lambda: not self.store.exists(self.key) or
                          not self.state()['members'], 'the member to go')

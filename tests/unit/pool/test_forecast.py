@@ -86,11 +86,12 @@ class ForecastTest(testcase.TestCase):
         asks = [(h * 3600.0, 1) for h in range(7 * 24)]
         f = forecast.forecast(asks, 7 * DAY + 1800.0, LEAD)
         self.assertEqual(1, f.target)
-        # Seven daily windows of two hours, each with two lead times held
-        # by an ask; the last half hour, with none; and the week before
-        # it, from 0:30 on the first day, with the 167 asks after then.
+        # Six daily windows of two hours, each with two lead times held
+        # by an ask (the seventh began half an hour before the record);
+        # the last half hour, with none; and the week before it, from
+        # 0:30 on the first day, with the 167 asks after then.
         self.assertAlmostEqual(
-            (7 * 2 + 167) * LEAD / (7 * 7200.0 + 1800.0 + 7 * DAY - 1800.0),
+            (6 * 2 + 167) * LEAD / (6 * 7200.0 + 1800.0 + 7 * DAY - 1800.0),
             f.chance(1), places=9)
         self.assertAlmostEqual(LEAD / 3600.0, f.chance(1), places=2)
         self.assertEqual(0.0, f.chance(2))
@@ -122,7 +123,8 @@ class ForecastTest(testcase.TestCase):
         # Day d brings a burst of d % 3 + 1 VMs at 1:00, one every 10 s.
         asks = [a for day in range(7)
                 for a in bursts(1, day * DAY + 3600.0, size=day % 3 + 1)]
-        at_one = forecast.forecast(asks, 7 * DAY + 3600.0, LEAD)
+        # The record began at midnight of the first day.
+        at_one = forecast.forecast(asks, 7 * DAY + 3600.0, LEAD, since=0.0)
         # Seven daily peaks (1, 2, 3, 1, 2, 3, 1) and the recent one (0).
         self.assertEqual(8, at_one.windows)
         self.assertEqual(3, at_one.target)
@@ -133,7 +135,8 @@ class ForecastTest(testcase.TestCase):
         self.assertEqual(0.0, at_one.chance(4))
         # Twelve hours later the daily horizon holds none of the bursts:
         # nothing to keep warm, though the week still says they come.
-        at_one_pm = forecast.forecast(asks, 7 * DAY + 13 * 3600.0, LEAD)
+        at_one_pm = forecast.forecast(asks, 7 * DAY + 13 * 3600.0, LEAD,
+                                      since=0.0)
         self.assertEqual(0, at_one_pm.target)
         self.assertLess(at_one_pm.chance(1), at_one.chance(1) / 4)
 
@@ -159,6 +162,40 @@ class ForecastTest(testcase.TestCase):
         # (the half hour and the days before it) and the daily windows.
         self.assertAlmostEqual(
             LEAD / (7 * DAY + 7 * 7200.0), watched.chance(1), places=9)
+
+    def test_a_daily_window_begun_before_the_record_is_not_counted(self):
+        """Unwatched time is not quiet time.
+
+        A record begun at 1:00 on the first day, a key asked for at 1:30
+        every day: at 1:00 a week on, the window of 0:00 to 2:00 seven
+        days back is half before the record. Counted, it would say one day
+        in seven without the ask.
+        """
+        asks = [(day * DAY + 5400.0, 1) for day in range(7)]
+        f = forecast.forecast(asks, 7 * DAY + 3600.0, LEAD, since=3600.0)
+        self.assertEqual(7, f.windows)   # six whole days and the recent
+        self.assertEqual(1, f.target)
+
+    def test_before_a_day_is_recorded_the_record_so_far_is_the_day(self):
+        """On the first day a key asked for hours ago is still wanted.
+
+        With no whole day recorded, the daily horizon is empty: the key's
+        target would follow only the last half hour, and members would go
+        to whichever key was asked for last. The record so far stands for
+        the usual day instead; the chance stays a share of the time.
+        """
+        asks = [(h * 3600.0, 1) for h in range(1, 7)] + [(7 * 3600.0, 2)]
+        now = 9 * 3600.0
+        f = forecast.forecast(asks, now, LEAD, since=0.0)
+        self.assertEqual(2, f.target)
+        self.assertEqual(1, f.windows)
+        self.assertAlmostEqual(7 * LEAD / now, f.chance(1))
+        self.assertAlmostEqual(LEAD / now, f.chance(2))
+        # A day later the day's own windows decide: none held two.
+        later = forecast.forecast(
+            asks + [(DAY + h * 3600.0, 1) for h in range(1, 10)],
+            DAY + 9 * 3600.0, LEAD, since=0.0)
+        self.assertEqual(1, later.target)
 
     def test_bad_parameters(self):
         self.assertRaises(ValueError, forecast.forecast, [], 0, 0)

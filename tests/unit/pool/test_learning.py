@@ -188,6 +188,46 @@ class DailyBudgetTest(testcase.TestCase):
         doc['spend'] = [[at - 3 * demand.DAY, 48], [at - demand.DAY, 0]]
         self.assertGreater(self.members(at, doc), 0)
 
+    def test_a_warm_surplus_stays_a_lead_time_within_the_room(self):
+        """Ski rental: a member unwanted for less than a lead time stays.
+
+        Five warm, three wanted now: the two stay while the surplus is
+        younger than the lead time (60 s), never beyond the room; then they
+        go. Wanted again, the clock starts anew.
+        """
+        kept = self.policy.kept
+        self.assertEqual(5, kept(3, 5, 1000.0, 60.0, room=8))
+        self.assertEqual(4, kept(3, 5, 1030.0, 60.0, room=4))
+        self.assertEqual(3, kept(3, 5, 1060.0, 60.0, room=8))
+        self.assertEqual(5, kept(5, 5, 1070.0, 60.0, room=8))
+        self.assertEqual(5, kept(2, 5, 1080.0, 60.0, room=8))
+        self.assertEqual(2, kept(2, 5, 1140.0, 60.0, room=8))
+        # More wanted than alive: what is wanted.
+        self.assertEqual(6, kept(6, 5, 1150.0, 60.0, room=8))
+
+    def test_a_dip_of_the_hour_s_share_rebuilds_nothing(self):
+        """Warm members beyond the hour's share stay a lead time, then go.
+
+        With 2 idle VM-hours a day the busy hour's share is smaller than
+        what the keys' forecasts ask for; members warm from before stay
+        while their forecasts want them, and go a lead time (60 s) later.
+        """
+        policy = learning.Policy(configured(
+            self, budget_members=8, budget_idle_vm_hours=2.0,
+            learn_max_size=8).mlaccel_pool, PROJECT, lambda image_id: True)
+        at = 3 * demand.DAY + 18.5 * 3600.0
+        candidates = policy.candidates(self.doc, at)
+        alive = {c.key: c.forecast.target for c in candidates}
+        share = policy.members_now(self.doc, at + 60.0, candidates,
+                                   policy.budget())
+        self.assertGreater(sum(alive.values()), share)   # a surplus
+        _granted, targets = policy.targets(self.doc, at, alive)
+        self.assertEqual(alive, targets)
+        _granted, targets = policy.targets(self.doc, at + 30.0, alive)
+        self.assertEqual(alive, targets)
+        _granted, targets = policy.targets(self.doc, at + 60.0, alive)
+        self.assertEqual(share, sum(targets.values()))
+
 
 class CloudBudgetTest(testcase.TestCase):
     """Two projects' learners on one real pool store, planning at once.
