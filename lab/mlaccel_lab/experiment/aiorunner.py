@@ -258,6 +258,7 @@ class AioRunner(runner_mod.TaskRunner):
         arm's own launch path, no pool asked (no demand recorded); then
         the run's accounts start.
         """
+        started = time.monotonic()
         image = workload_mod.Image('warmup', WARMUP_IMAGE_MIB
                                    * workload_mod.MIB)
         boots = [workload_mod.IMAGE] + ([workload_mod.VOLUME]
@@ -275,6 +276,9 @@ class AioRunner(runner_mod.TaskRunner):
             thread.join()
         aiostate.delete_servers(self.conn, [
             '^%s-' % prefix for prefix in (NAME_PREFIX, STOCK_PREFIX)])
+        print('warm-up for %s in %.0f s'
+              % (arm.name, time.monotonic() - started),
+              file=sys.stderr, flush=True)
         self.mark = aiocosts.LogMark(self.lay)
         self.cpu_mark = cpu.sample(self.lay)
         self._seen = set()
