@@ -168,8 +168,8 @@ class ForecastTest(testcase.TestCase):
 
         A record begun at 1:00 on the first day, a key asked for at 1:30
         every day: at 1:00 a week on, the window of 0:00 to 2:00 seven
-        days back is half before the record. Counted, it would say one day
-        in seven without the ask.
+        days back is half before the record. Counted, it would be an eighth
+        period, its first hour (nobody watching) counted as quiet.
         """
         asks = [(day * DAY + 5400.0, 1) for day in range(7)]
         f = forecast.forecast(asks, 7 * DAY + 3600.0, LEAD, since=3600.0)
