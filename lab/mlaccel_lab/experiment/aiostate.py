@@ -19,6 +19,7 @@ warm pool. :class:`ArmSwitch` then turns each mechanism on or off,
 restarting only the services whose configuration changed.
 """
 
+from concurrent import futures
 import os
 import time
 
@@ -255,12 +256,16 @@ class ArmSwitch:
 
     # switching -----------------------------------------------------------
     def set_agents(self, on):
-        for host in self.lay.compute_hosts():
-            running = procs.running(self.lay, agents.service(host))
-            if on and not running:
+        """Start or stop every compute's agent; stops run side by side."""
+        hosts = [host for host in self.lay.compute_hosts()
+                 if procs.running(self.lay, agents.service(host)) != on]
+        if on:
+            for host in hosts:
                 agents.start(self.lay, host)
-            elif not on and running:
-                procs.stop(self.lay, agents.service(host), cloud.STOP_TIMEOUT)
+            return
+        with futures.ThreadPoolExecutor(max(1, len(hosts))) as stops:
+            list(stops.map(lambda host: procs.stop(
+                self.lay, agents.service(host), cloud.STOP_TIMEOUT), hosts))
 
     def set_scheduler(self, on):
         if self.scheduler_on() == on:

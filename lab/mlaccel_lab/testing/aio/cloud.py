@@ -57,9 +57,10 @@ TEST_IMAGE_BYTES = 1024 * 1024
 
 
 class Clock:
-    """Prints each step with the seconds since bring-up started."""
+    """Times each step since the last; prints it unless ``quiet``."""
 
-    def __init__(self):
+    def __init__(self, quiet=False):
+        self.quiet = quiet
         self.start = time.monotonic()
         self.steps = {}
         self._last = self.start
@@ -68,11 +69,17 @@ class Clock:
         now = time.monotonic()
         self.steps[step] = round(now - self._last, 1)
         self._last = now
-        print('[aio +%5.1fs] %s (%.1f s)' % (now - self.start, step,
-                                             self.steps[step]), flush=True)
+        if not self.quiet:
+            print('[aio +%5.1fs] %s (%.1f s)' % (
+                now - self.start, step, self.steps[step]), flush=True)
 
     def total(self):
         return round(time.monotonic() - self.start, 1)
+
+    def summary(self):
+        """``'step 1.2 s, step 0.4 s'``: every step so far, in order."""
+        return ', '.join('%s %.1f s' % (step, seconds)
+                         for step, seconds in self.steps.items())
 
 
 def _mysql(lay, sql):
