@@ -19,7 +19,8 @@ pre-fetch, and the mirror-volume driver ``Volume <id> from image <id>
 takes Cinder's normal path`` for every volume it did not clone, and
 Cinder's own image-volume cache (its ``cinder.image.cache`` logger at
 debug in the cloud's cinder.conf) ``ImageVolumeCache notification:
-action=miss`` for every volume it copied from Glance. Golden
+action=miss`` for every lookup that found no entry (which of them were
+copies: :meth:`LogMark.cinder_cache_misses`). Golden
 volumes (the internal tenant's, each one download of its image) are listed
 from Cinder.
 """
@@ -41,7 +42,8 @@ PREFETCHED = re.compile(r'Pre-fetched image (?P<image>[0-9a-f-]{36}): '
 DEGRADED = re.compile(r'Volume (?P<volume>[0-9a-f-]{36}) from image '
                       r'(?P<image>[0-9a-f-]{36}) takes Cinder')
 
-CACHE_MISS = re.compile(r"ImageVolumeCache notification: action=miss "
+CACHE_MISS = re.compile(r"\[(?P<context>[^\]]*)\] ImageVolumeCache "
+                        r"notification: action=miss "
                         r"data=\{'image_id': '(?P<image>[0-9a-f-]{36})'")
 
 
@@ -92,10 +94,18 @@ class LogMark:
                 for m in FETCHED.finditer(self.since(compute_log(host)))}
 
     def cinder_cache_misses(self):
-        """``{image id: volumes}`` Cinder's image-volume cache missed."""
+        """``{image id: volumes}`` Cinder's image-volume cache copied.
+
+        Cinder looks an image's entry up under a lock of the image, in the
+        request's logging context: a miss there is a copy from Glance (a
+        request waiting on the lock then finds the entry and clones it).
+        The copy then looks the entry up twice more as Cinder's internal
+        tenant, and logs those misses in its context: they are not copies.
+        """
         return collections.Counter(
             m.group('image')
-            for m in CACHE_MISS.finditer(self.since('cinder-volume')))
+            for m in CACHE_MISS.finditer(self.since('cinder-volume'))
+            if configs.CINDER_INTERNAL_PROJECT not in m.group('context'))
 
     def degraded_volumes(self):
         """Ids of volumes the mirror-volume driver did not clone."""
@@ -106,8 +116,9 @@ class LogMark:
 class CacheCopies:
     """Which volumes of a run Cinder's own image-volume cache copied.
 
-    Cinder copies the image into a volume for each miss it logs (misses
-    arriving together each copy) and clones the others from the entry.
+    Cinder copies the image into a volume for each of its copies
+    (:meth:`LogMark.cinder_cache_misses`: one for a burst of an image,
+    again after an eviction) and clones the others from the entry.
     Volumes are taken in the order they are recorded: of launches of one
     image running together, the first recorded take its copies. The run's
     first volume of an image is a copy whatever the log says.

@@ -28,17 +28,19 @@ costs of a :class:`~mlaccel_lab.experiment.calibration.Calibration`:
   VM a full copy of the image by its Cinder backend, or with mirror volumes
   a clone of the image's golden volume (copied once per backend), or
   with Cinder's own image-volume cache (``tuned-stock``) a clone of the
-  image's cache entry once a first copy made it (misses arriving together
-  each copy); then
+  image's cache entry once a first copy made it (the volumes arriving
+  meanwhile wait on Cinder's lock of the image, then clone); then
   ``build_seconds``. Downloads and copies share the host's link, Glance's
   and the backend's bandwidth fairly (:mod:`.bandwidth`).
 - **buffering**: the guest's boot, then a cold start of the task from
   user-data, or with taskd its preload and a warm start after its push.
 - **running**: the task's steps.
 
-Mechanisms: the agent pre-fetches hot images to every host from the start
-and publishes ``pacing_limit`` as its build limit; mirror volumes clone;
-taskd starts warm; a member's daemon always preloads, and a claimed member
+Mechanisms: hot images are warm before the first arrival (the agent
+pre-fetched them to every host, the mirror-volume driver made their golden
+volumes: see :meth:`Cluster._prewarmed`); the agent publishes
+``pacing_limit`` as its build limit; mirror volumes clone; taskd starts
+warm; a member's daemon always preloads, and a claimed member
 skips scheduling, creation, boot and preload. Warm pools are *learned*, as
 the shipped pool manager learns them: each launch records its ask (and,
 when it ends, the fresh overhead of its VMs made fresh) in a demand
@@ -180,7 +182,7 @@ class Cluster:
                          for _ in range(calibration.volume_backends)]
         self.golden = {}
         #: ``(backend, image)`` of Cinder's image-volume cache entries.
-        self.cinder_cache = set()
+        self.cinder_cache = {}
         self.scheduler = simpy.Resource(self.env,
                                         capacity=calibration.scheduler_workers)
         self.model = costmodel.CostModel(types.SimpleNamespace(
@@ -286,35 +288,45 @@ class Cluster:
                 yield from self._copy(backend, image)
                 return True, False
             return (yield from self._cinder_cache(backend, image))
-        key = (id(backend), image.name)
-        golden = self.golden.get(key)
-        copied = golden is None
-        if copied:
-            golden = self.golden[key] = self.env.event()
-            yield from self._copy(backend, image)
-            golden.succeed()
-        else:
-            yield golden
+        copied = yield from self._golden(backend, image)
         yield self.env.timeout(self.cal.clone_seconds)
         return copied, True
+
+    def _golden(self, backend, image):
+        """Make ``image``'s golden volume on ``backend``, or wait for it.
+
+        Returns whether this call copied it.
+        """
+        key = (id(backend), image.name)
+        golden = self.golden.get(key)
+        if golden is not None:
+            yield golden
+            return False
+        golden = self.golden[key] = self.env.event()
+        yield from self._copy(backend, image)
+        golden.succeed()
+        return True
 
     def _cinder_cache(self, backend, image):
         """A volume by Cinder's own image-volume cache; ``(copied, cloned)``.
 
         As Cinder's volume manager does: a volume of an image with an entry
-        on its backend is a clone of the entry; one without copies the
-        image from Glance and then clones itself into the entry, before it
-        is available. Nothing holds back the misses that arrive together:
-        each copies.
+        on its backend is a clone of the entry; the first without copies
+        the image from Glance and then clones itself into the entry, before
+        it is available, holding Cinder's lock of the image meanwhile; the
+        volumes of the image arriving then wait for the entry and clone it.
         """
         key = (id(backend), image.name)
-        if key in self.cinder_cache:
+        entry = self.cinder_cache.get(key)
+        if entry is None:
+            entry = self.cinder_cache[key] = self.env.event()
+            yield from self._copy(backend, image)
             yield self.env.timeout(self.cal.clone_seconds)
-            return False, True
-        yield from self._copy(backend, image)
+            entry.succeed()
+            return True, False
+        yield entry
         yield self.env.timeout(self.cal.clone_seconds)
-        self.cinder_cache.add(key)
-        return True, False
+        return False, True
 
     def _create(self, host, image, boot):
         facts = {'host': host.name, 'image': image.name,
@@ -531,18 +543,34 @@ class Cluster:
         for pool in self.pools.values():
             self.env.process(self._pool_manager(pool))
 
+    def _prewarmed(self):
+        """The hot images warm before the first arrival.
+
+        Pre-fetched to every host by the agent, golden on every backend by
+        the mirror-volume driver's pre-warm: what they do between a reset
+        and the first task of a measured run (the untimed warm-up lasts
+        longer), and what a cloud running for a while has.
+        """
+        hot = [image for image in self.workload.images if image.hot]
+        warming = []
+        if self.arm.on(arms.AGENT):
+            warming += [self.env.process(self._prefetch(host, hot))
+                        for host in self.hosts]
+        if self.arm.on(arms.MIRROR):
+            warming += [self.env.process(self._golden(backend, image))
+                        for backend in self.backends for image in hot]
+        if warming:
+            self.env.run(until=self.env.all_of(warming))
+
     def run(self, done=lambda record: None):
         """Run every task; return ``{'records': [...], 'costs': {...}}``."""
-        if self.arm.on(arms.AGENT):
-            hot = [image for image in self.workload.images if image.hot]
-            for host in self.hosts:
-                self.env.process(self._prefetch(host, hot))
+        self._prewarmed()
         if self.arm.on(arms.POOL):
             if self.prefill:
                 self._prefilled()
             else:
                 self.env.process(self._learner())
-        # Arrivals count from here (after any pool's fill).
+        # Arrivals count from here (after the pre-warm, any pool's fill).
         tasks = [self.env.process(self._task(task, done))
                  for task in self.workload.tasks]
         self.env.run(until=self.env.all_of(tasks))

@@ -32,6 +32,7 @@ from mlaccel_lab.experiment import aiostate
 from mlaccel_lab.experiment import arms
 from mlaccel_lab.experiment import coldlaunch
 from mlaccel_lab.experiment import workload as wl
+from mlaccel_lab.testing.aio import configs
 from mlaccel_lab.testing.aio import layout as aio_layout
 from mlaccel_lab.testing.aio import procs
 from mlaccel_lab.testing import cloudinit
@@ -55,16 +56,20 @@ for group, options in opts.list_opts():
 cfg.CONF.set_override('driver', ['messagingv2'],
                       'oslo_messaging_notifications')
 logging.basicConfig(stream=sys.stdout, level=logging.WARNING,
-                    format='%(asctime)s DEBUG %(name)s %(message)s',
-                    force=True)
+                    format='%(asctime)s DEBUG %(name)s [' + sys.argv[2]
+                    + '] %(message)s', force=True)
 logging.getLogger('cinder.image.cache').setLevel(logging.DEBUG)
 image_cache = object.__new__(cache.ImageVolumeCache)
 image_cache.notifier = types.SimpleNamespace(info=lambda *args: None)
-for action in sys.argv[2:]:
+for action in sys.argv[3:]:
     getattr(image_cache, '_notify_cache_' + action)(None, sys.argv[1],
                                                     'aio@file')
 """
 VOLUME = '11111111-2222-4333-8444-555555555555'
+#: oslo.log's context of a line: a user's request, Cinder's internal tenant.
+REQUEST = 'req-1 req-2 %s %s - - default default' % ('a' * 32, 'b' * 32)
+INTERNAL = 'None req-3 %s %s - - - -' % (configs.CINDER_INTERNAL_USER,
+                                         configs.CINDER_INTERNAL_PROJECT)
 
 
 class ColdTaskTest(testcase.TestCase):
@@ -166,28 +171,36 @@ class LogCostsTest(testcase.TestCase):
         self.assertEqual({('aio1', IMAGE)}, mark.fetched_by_compute())
         self.assertEqual({VOLUME}, mark.degraded_volumes())
 
-    def test_cinder_s_cache_misses_are_counted_from_its_own_lines(self):
+    def test_cinder_s_copies_are_counted_from_its_own_lines(self):
         """Cinder's own code writes the lines, in a process of its own.
 
         (Cinder and Nova register options of the same names: they do not
         load into one process.) Its notifier is stubbed: the notification's
-        transport is not what is read.
+        transport is not what is read. The contexts are written as oslo.log
+        writes them; which lookup logs in which context was read in a real
+        cloud's log: a copy is a miss in the request's context, then two
+        in the internal tenant's; a clone a hit in each.
         """
-        def logged(*actions):
+        def logged(context, *actions):
             out = subprocess.run(
-                [sys.executable, '-c', CINDER_CACHE_LINES, IMAGE] +
+                [sys.executable, '-c', CINDER_CACHE_LINES, IMAGE, context] +
                 list(actions), check=True, capture_output=True, text=True)
             self.log('cinder-volume', out.stdout)
 
-        logged('miss')
+        logged(REQUEST, 'miss')
         mark = aiocosts.LogMark(self.lay)
-        logged('miss', 'hit', 'miss')
+        # Two copies, a clone.
+        for _ in range(2):
+            logged(REQUEST, 'miss')
+            logged(INTERNAL, 'miss', 'miss')
+        logged(REQUEST, 'hit')
+        logged(INTERNAL, 'hit')
         self.assertEqual({IMAGE: 2}, mark.cinder_cache_misses())
 
     def test_cinder_s_copies_go_to_the_first_volumes_recorded(self):
         copies = aiocosts.CacheCopies()
         other = VOLUME
-        # Two misses of a burst: its first two volumes copied, then clones.
+        # Two copies logged: the first two volumes recorded, then clones.
         self.assertEqual([True, True, False], [
             copies.copied(IMAGE, {IMAGE: 2}) for _ in range(3)])
         # A later miss (the entry evicted) copies once more.

@@ -103,17 +103,38 @@ class TestCreation(testcase.TestCase):
                      (200, 'other', 1, wl.VOLUME)])
         copy = SIZE / (50.0 * MIB)
         tuned, costs = run(arms.TUNED_STOCK, made, calib(hosts=1))
-        # The two first volumes arrive together: both miss and copy,
-        # sharing the backend, then make the entry.
-        self.assertEqual(3, costs['volume_copies'])
-        for index in range(2):
-            self.assertAlmostEqual(2.0 + 2 * copy + 0.5,
-                                   creation(tuned[0], index))
-            self.assertTrue(vm(tuned[0], index)['facts']['volume_copy'])
+        # The two first volumes arrive together: one copies and makes the
+        # entry under Cinder's lock of the image, the other waits for it
+        # and clones it.
+        self.assertEqual(2, costs['volume_copies'])
+        first, second = sorted(range(2), key=lambda i: creation(tuned[0], i))
+        self.assertAlmostEqual(2.0 + copy + 0.5, creation(tuned[0], first))
+        self.assertTrue(vm(tuned[0], first)['facts']['volume_copy'])
+        self.assertAlmostEqual(2.0 + copy + 0.5 + 0.5,
+                               creation(tuned[0], second))
+        self.assertTrue(vm(tuned[0], second)['facts']['volume_clone'])
+        self.assertFalse(vm(tuned[0], second)['facts']['volume_copy'])
         self.assertAlmostEqual(2.5, creation(tuned[1]))
         self.assertTrue(vm(tuned[1])['facts']['volume_clone'])
         self.assertFalse(vm(tuned[1])['facts']['volume_copy'])
         self.assertAlmostEqual(2.0 + copy + 0.5, creation(tuned[2]))
+
+    def test_hot_images_are_warm_before_the_first_arrival(self):
+        """As the reset's untimed warm-up leaves them in a measured run."""
+        made = make([(0, 'img', 1, wl.VOLUME), (0, 'img', 1, wl.IMAGE),
+                     (0, 'other', 1, wl.VOLUME)], hot=True)
+        mirror, costs = run(arms.only(arms.MIRROR), made)
+        self.assertAlmostEqual(2.5, creation(mirror[0]))
+        self.assertTrue(vm(mirror[0])['facts']['volume_clone'])
+        self.assertFalse(vm(mirror[0])['facts']['volume_copy'])
+        # A cold image's golden volume is made when first asked for.
+        self.assertAlmostEqual(2.0 + SIZE / (50.0 * MIB) + 0.5,
+                               creation(mirror[2]))
+        self.assertEqual(2, costs['volume_copies'])
+        agent, _ = run(arms.only(arms.AGENT), made)
+        self.assertAlmostEqual(2.0, creation(agent[1]))
+        stock, _ = run(arms.STOCK, made)
+        self.assertGreater(creation(stock[1]), 2.0)
 
     def test_scheduler_plugins_go_where_the_image_is(self):
         made = make([(0, 'img', 1, wl.IMAGE), (100, 'img', 1, wl.IMAGE)])
