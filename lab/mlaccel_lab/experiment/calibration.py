@@ -108,12 +108,27 @@ class Calibration:
     pool_window: float = 300.0
     pool_margin: float = 0.5
     pool_max: int = 8
+    #: Seconds from a task's arrival to its first request, by launch path
+    #: (:func:`launch_path`): the launch's own calls before the life
+    #: cycle's first stage. None: none.
+    waiting_seconds: dict = None
+    #: Cores of the one machine every volume copy, cold start and preload
+    #: shares (the all-in-one cloud), less what its other services use.
+    #: None: each host's guests and each backend have cores of their own.
+    cpu_cores: float = None
+    #: Cinder's CPU-seconds per GiB it copies from Glance into a volume.
+    copy_cpu_seconds_per_gib: float = None
     sources: dict = dataclasses.field(default_factory=dict)
     version: int = 1
 
     @property
     def glance(self):
         return self.glance_bandwidth or self.download_bandwidth
+
+    def waiting(self, arm):
+        """The waiting of a task of ``arm`` (0 when not calibrated)."""
+        return (self.waiting_seconds or {}).get(
+            launch_path(arm.mechanisms), 0.0)
 
     def to_dict(self):
         return {key: value for key, value in dataclasses.asdict(self).items()
@@ -123,6 +138,97 @@ class Calibration:
     def from_dict(cls, data, name='calibration'):
         schema.check(data, schema.CALIBRATION, name)
         return cls(**data)
+
+
+#: Launch paths: a stock launch with the task in user-data, mlaccel's
+#: launcher (the task daemon or warm pools).
+COLD, LAUNCHER = 'cold', 'launcher'
+
+
+def launch_path(mechanisms):
+    """``LAUNCHER`` with the task daemon or pools among ``mechanisms``."""
+    return LAUNCHER if {arms.TASKD, arms.POOL} & set(mechanisms) else COLD
+
+
+def _fit_waiting(results, sources):
+    """Median waiting of each launch path's tasks, from the task rows."""
+    waits = {}
+    for arm, mechanisms in results_mod.mechanisms(results).items():
+        waits.setdefault(launch_path(mechanisms), []).extend(
+            row['waiting'] for row in results_mod.task_rows(results, arm))
+    found = {}
+    for path, values in sorted(waits.items()):
+        median = _median(values)
+        if median is not None:
+            found[path] = median[0]
+            sources['waiting_seconds.' + path] = 'median of %d tasks' \
+                % median[1]
+    return found or None
+
+
+def _run_seconds(run):
+    """From a run's first arrival to its last task's end; None: unknown."""
+    spans = [(rec['arrival'], rec['arrival'] + results_mod.waiting(rec)
+              + rec['timeline']['total']) for rec in run['records']
+             if rec.get('arrival') is not None
+             and rec['timeline'].get('total') is not None]
+    if not spans:
+        return None
+    return max(end for _, end in spans) - min(start for start, _ in spans)
+
+
+def _fit_cpu(results, sources):
+    """``(cpu_cores, copy_cpu_seconds_per_gib)`` of a measured machine.
+
+    From each kept run's CPU table (``costs['cpu_seconds']``): Cinder's
+    CPU-seconds per GiB copied, the slope of a least-squares line through
+    the runs of the arms that copy (no mirror volumes) of cinder-volume's
+    CPU-seconds on the GiB their volumes copied; the cores left, the
+    machine's less the mean use of everything else (its services, and
+    cinder-volume's CPU the line puts at no copy). ``(None, None)`` unless
+    one all-in-one machine ran everything and two copy volumes differ.
+    """
+    cpus = results.get('preconditions', {}).get('cpus')
+    runs = results_mod.kept_runs(results)
+    if results.get('runner') != 'aio' or not cpus or not runs or not all(
+            results_mod.CPU_COSTS in run['costs'] for run in runs):
+        sources['cpu_cores'] = 'not modelled: no CPU table of one machine'
+        return None, None
+    mechanisms = results_mod.mechanisms(results)
+    points = []
+    for run in runs:
+        if arms.MIRROR in mechanisms[run['arm']]:
+            continue
+        copied = sum(vm['facts']['image_bytes'] for rec in run['records']
+                     for vm in rec['vms'] if (vm.get('facts') or {}).get(
+                         'volume_copy') and vm.get('pool') is None)
+        points.append((copied / simulator.GIB, run['costs'][
+            results_mod.CPU_COSTS].get('cinder-volume', 0.0)))
+    if len({x for x, _ in points}) < 2:
+        sources['cpu_cores'] = 'not modelled: no two runs copied ' \
+            'different volumes'
+        return None, None
+    slope, intercept = numpy.polyfit([x for x, _ in points],
+                                     [y for _, y in points], 1)
+    slope, intercept = max(float(slope), 0.0), max(float(intercept), 0.0)
+    used = []
+    for run in runs:
+        seconds = _run_seconds(run)
+        if not seconds:
+            continue
+        cpu = run['costs'][results_mod.CPU_COSTS]
+        other = cpu.get('total', 0.0) - cpu.get('cinder-volume', 0.0) \
+            - cpu.get('guests', 0.0) + intercept
+        used.append(other / seconds)
+    cores = cpus - (sum(used) / len(used) if used else 0.0)
+    if cores <= 0:
+        sources['cpu_cores'] = 'not modelled: the services use every core'
+        return None, None
+    sources['cpu_cores'] = '%d cores less the mean use of the rest over ' \
+        '%d runs' % (cpus, len(used))
+    sources['copy_cpu_seconds_per_gib'] = 'least squares over %d runs ' \
+        'of cinder-volume\'s CPU on the GiB copied' % len(points)
+    return cores, slope
 
 
 def _median(values):
@@ -284,34 +390,50 @@ def fit(results, hosts=None):
     sources['step_seconds'] = 'median of %d VMs' % step[1]
     if hosts is None:
         hosts = len({row['facts']['host'] for row in rows})
+    cores, copy_cpu = _fit_cpu(results, sources)
     return refine(Calibration(
         schedule_seconds=schedule, build_seconds=build,
         download_bandwidth=download, volume_copy_bandwidth=copy,
         clone_seconds=clone, guest_boot_seconds=boot,
         cold_start_seconds=cold, preload_seconds=preload,
         warm_start_seconds=warm, step_seconds=step[0], hosts=hosts,
-        sources=sources), results)
+        waiting_seconds=_fit_waiting(results, sources), cpu_cores=cores,
+        copy_cpu_seconds_per_gib=copy_cpu, sources=sources), results)
 
 
 _REFINED = ('build_seconds', 'download_bandwidth', 'volume_copy_bandwidth',
             'clone_seconds')
+#: Refined too when the cores are modelled: a start measured beside other
+#: work holds its waits for the cores; the refinement finds it alone.
+_REFINED_ON_CORES = ('cold_start_seconds', 'preload_seconds')
 
 
-def _creation_means(rows):
+def _refined(calibration):
+    return _REFINED + (_REFINED_ON_CORES if calibration.cpu_cores else ())
+
+
+def _creation_means(rows, buffering=False):
     """Mean creation of fresh VMs per arm, image, boot kind and transfer.
 
     Grouped by whether the VM downloaded or copied its image too, so that
-    where VMs landed (a cache hit or not) does not count as a cost.
+    where VMs landed (a cache hit or not) does not count as a cost. With
+    ``buffering``, also each arm's mean buffering of fresh VMs.
     """
     sums = {}
+
+    def add(key, value):
+        total, count = sums.get(key, (0.0, 0))
+        sums[key] = (total + value, count + 1)
+
     for row in rows:
         if row['pooled']:
             continue
         facts = row['facts']
-        key = (row['arm'], facts['image'], facts['boot'],
-               facts['glance_bytes'] > 0, facts['volume_copy'])
-        total, count = sums.get(key, (0.0, 0))
-        sums[key] = (total + row['durations']['creation'], count + 1)
+        add((row['arm'], facts['image'], facts['boot'],
+             facts['glance_bytes'] > 0, facts['volume_copy']),
+            row['durations']['creation'])
+        if buffering:
+            add((row['arm'], 'buffering'), row['durations']['buffering'])
     return {key: total / count for key, (total, count) in sums.items()}
 
 
@@ -323,9 +445,11 @@ def _simulated_rows(calibration, workload, ran):
                                     records=False)
         cluster.run()
         rows += [{'arm': arm.name, 'pooled': False, 'facts': facts,
-                  'durations': {'creation': (
-                      observed['notified']['active']
-                      - observed['notified']['scheduled'])}}
+                  'durations': {
+                      'creation': (observed['notified']['active']
+                                   - observed['notified']['scheduled']),
+                      'buffering': (observed['first_step_at']
+                                    - observed['notified']['active'])}}
                  for facts, observed, pool in cluster.vms if pool is None]
     return rows
 
@@ -337,29 +461,34 @@ def refine(calibration, results, tolerance=1.02, budget=400):
     VMs only: a pooled VM's creation was before its launch), and searches
     multiplicatively (factor 2, then its square roots, down to
     ``tolerance``) for the costs that minimise the squared relative errors
-    of :func:`_creation_means`. A move counts
+    of :func:`_creation_means`. With the machine's cores modelled, the
+    cold start and the preload are searched too, against each arm's mean
+    buffering. A move counts
     when it lowers the loss by more than a millionth; the search stops
     after ``budget`` simulations in any case. No cost drops below a
     millisecond (or a byte per second).
     """
     workload = workload_mod.Workload.from_dict(results['workload'])
     ran = [arms.Arm.from_dict(a) for a in results['arms']]
-    measured = _creation_means(results_mod.vm_rows(results))
+    names = _refined(calibration)
+    buffering = bool(calibration.cpu_cores)
+    measured = _creation_means(results_mod.vm_rows(results), buffering)
 
     def loss(candidate):
-        simulated = _creation_means(_simulated_rows(candidate, workload, ran))
+        simulated = _creation_means(
+            _simulated_rows(candidate, workload, ran), buffering)
         return sum(((simulated[key] - value) / value) ** 2
                    for key, value in measured.items()
                    if value > 0 and key in simulated)
 
     best = dataclasses.replace(calibration, **{
-        name: max(getattr(calibration, name), 1e-3) for name in _REFINED})
+        name: max(getattr(calibration, name), 1e-3) for name in names})
     best_loss = loss(best)
     step = 2.0
     spent = 1
     while step > tolerance and spent < budget:
         improved = False
-        for name in _REFINED:
+        for name in names:
             for factor in (step, 1.0 / step):
                 value = max(getattr(best, name) * factor, 1e-3)
                 if value == getattr(best, name):
@@ -371,7 +500,10 @@ def refine(calibration, results, tolerance=1.02, budget=400):
                     best, best_loss, improved = trial, trial_loss, True
         if not improved:
             step = step ** 0.5
-    best.sources['refinement'] = 'creation rms relative error %.1f %%' % (
+    for name in _REFINED_ON_CORES if buffering else ():
+        best.sources[name] += ', refined on the shared cores'
+    best.sources['refinement'] = '%s rms relative error %.1f %%' % (
+        'creation and buffering' if buffering else 'creation',
         100.0 * (best_loss / max(len(measured), 1)) ** 0.5)
     return best
 

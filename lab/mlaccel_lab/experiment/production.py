@@ -86,6 +86,12 @@ def for_production(calibration, production):
     stated = production.get('stage_costs', {})
     changes = {'hosts': production['hosts'],
                'sources': dict(calibration.sources)}
+    if calibration.cpu_cores:
+        # At scale each host's guests and each backend have cores of their
+        # own: the all-in-one machine's shared cores are not modelled.
+        changes['cpu_cores'] = changes['copy_cpu_seconds_per_gib'] = None
+        changes['sources']['cpu_cores'] = 'not modelled at scale: cores ' \
+            'of its own to each host and backend'
     for field in ('host_slots', 'scheduler_workers', 'volume_backends'):
         if field in production:
             changes[field] = production[field]
@@ -222,6 +228,9 @@ def assumptions(production, scaled):
                 simulator.PREFILL_ONLY:
             rows.append((name, value, scaled.sources.get(
                 name, 'calibration default')))
+    if scaled.cpu_cores is None:
+        rows.append(('cpu_cores', 'none', scaled.sources.get(
+            'cpu_cores', 'calibration default: not modelled')))
     return rows
 
 

@@ -150,6 +150,11 @@ CALIBRATION = {
             'type': 'object', 'additionalProperties': False,
             'required': ['stock', 'plugins'],
             'properties': {'stock': _NONNEG, 'plugins': _NONNEG}},
+        waiting_seconds={
+            'type': 'object', 'additionalProperties': False,
+            'properties': {'cold': _NONNEG, 'launcher': _NONNEG}},
+        cpu_cores=_POSITIVE,
+        copy_cpu_seconds_per_gib=_NONNEG,
         download_bandwidth=_POSITIVE,
         volume_copy_bandwidth=_POSITIVE,
         glance_bandwidth=_POSITIVE,

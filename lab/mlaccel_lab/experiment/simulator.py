@@ -180,6 +180,10 @@ class Cluster:
         self.glance = bandwidth.Link(calibration.glance)
         self.backends = [bandwidth.Link(calibration.volume_copy_bandwidth)
                          for _ in range(calibration.volume_backends)]
+        #: The one machine's cores every copy, cold start and preload
+        #: shares (the all-in-one cloud); None: each has its own.
+        self.cores = bandwidth.Link(calibration.cpu_cores, each=1.0) \
+            if calibration.cpu_cores else None
         self.golden = {}
         #: ``(backend, image)`` of Cinder's image-volume cache entries.
         self.cinder_cache = {}
@@ -278,7 +282,20 @@ class Cluster:
     def _copy(self, backend, image):
         self.costs['glance_bytes'] += image.size
         self.costs['volume_copies'] += 1
-        yield self.fluid.transfer(image.size, (backend, self.glance))
+        links = (backend, self.glance)
+        if self.cores is not None and self.cal.copy_cpu_seconds_per_gib:
+            links += ((self.cores,
+                       self.cal.copy_cpu_seconds_per_gib / GIB),)
+        yield self.fluid.transfer(image.size, links)
+
+    def _work(self, seconds):
+        """``seconds`` of a guest's CPU-bound start, on the shared cores.
+
+        Alone, it takes them on one core; beside other work, its share.
+        """
+        if self.cores is None:
+            return self.env.timeout(seconds)
+        return self.fluid.transfer(seconds, ((self.cores, 1.0),))
 
     def _volume(self, host, image):
         """Make the VM's volume; ``(copied, cloned)``."""
@@ -359,7 +376,7 @@ class Cluster:
         observed['notified']['active'] = self.env.now
         yield self.env.timeout(self.cal.guest_boot_seconds)
         if warm:
-            yield self.env.timeout(self.cal.preload_seconds)
+            yield self._work(self.cal.preload_seconds)
             observed['ready_received'] = self.env.now
         return host, observed, facts
 
@@ -368,14 +385,15 @@ class Cluster:
         if member is None:
             host, observed, facts = yield from self._fresh_vm(
                 image, task.boot, self.arm.on(arms.TASKD))
-            start = self.cal.warm_start_seconds \
-                if self.arm.on(arms.TASKD) else self.cal.cold_start_seconds
+            start = self.env.timeout(self.cal.warm_start_seconds) \
+                if self.arm.on(arms.TASKD) \
+                else self._work(self.cal.cold_start_seconds)
             pool = None
         else:
             host, observed, facts, pool = member
             observed = {'claimed': self.env.now}
-            start = self.cal.warm_start_seconds
-        yield self.env.timeout(start)
+            start = self.env.timeout(self.cal.warm_start_seconds)
+        yield start
         observed['first_step_at'] = self.env.now
         yield self.env.timeout(task.steps * self.cal.step_seconds)
         observed['finished_at'] = self.env.now
@@ -387,6 +405,8 @@ class Cluster:
 
     def _task(self, task, done):
         yield self.env.timeout(task.at)
+        arrival = self.env.now
+        yield self.env.timeout(self.cal.waiting(self.arm))
         pooled = self.arm.on(arms.POOL)
         members = self._claim(task) if pooled else []
         vms = [None] * task.vms
@@ -408,7 +428,7 @@ class Cluster:
                    'args': {'steps': task.steps}}
         record = results_mod.annotate(record_mod.build(
             '%s-task-%d' % (self.label, task.index), request, vms,
-            'succeeded'), task)
+            'succeeded'), task, arrival)
         self.records.append(record)
         done(record)
 

@@ -61,3 +61,33 @@ class TestFluid(testcase.TestCase):
     def test_empty_transfer_and_bad_link(self):
         self.assertEqual([0.0], self._run([(0, 0, [0])]))
         self.assertRaises(ValueError, bandwidth.Link, 0)
+        self.assertRaises(ValueError, bandwidth.Link, 1, each=0)
+
+    def test_work_on_cores_at_a_cost_per_byte(self):
+        """Two cores, one each at most: a copy costs 0.01 CPU-s a byte."""
+        env = simpy.Environment()
+        fluid = bandwidth.Fluid(env)
+        cores = bandwidth.Link(2.0, each=1.0)
+        backend = bandwidth.Link(1000.0)
+        ends = {}
+
+        def one(name, at, size, links):
+            yield env.timeout(at)
+            yield fluid.transfer(size, links)
+            ends[name] = env.now
+
+        # Alone, a cold start of 3 CPU-s takes one core: 3 s, though two
+        # are free. A copy beside it gets the other core: 100 B/s (not
+        # the backend's 1000). A second cold start at 1 s makes three
+        # sharing two cores: 2/3 of a core each.
+        env.process(one('cold', 0, 3.0, [(cores, 1.0)]))
+        env.process(one('copy', 0, 200.0, [backend, (cores, 0.01)]))
+        env.process(one('late', 1, 1.0, [(cores, 1.0)]))
+        env.run()
+        # 0..1 s: cold 1 CPU-s done (2 left), copy 100 B (100 left).
+        # Then 2/3 core each: late's 1 CPU-s ends at 2.5 s, by when cold
+        # has 1 left and copy 0 (100 B at 66.7 B/s): both at 2.5 s; cold
+        # then alone at one core: 3.5 s.
+        self.assertAlmostEqual(2.5, ends['late'])
+        self.assertAlmostEqual(2.5, ends['copy'])
+        self.assertAlmostEqual(3.5, ends['cold'])

@@ -20,13 +20,74 @@ import fixtures
 from mlaccel_lab.experiment import arms
 from mlaccel_lab.experiment import calibration
 from mlaccel_lab.experiment import production
+from mlaccel_lab.experiment import results as results_mod
 from mlaccel_lab.experiment import schema
+from mlaccel_lab.experiment import simulator
 from mlaccel_lab.experiment import validation
 from mlaccel_lab.experiment import workload
 from tests import testcase
 from tests.unit.experiment import synthetic
 
 COSTS = synthetic.COSTS
+GIB = simulator.GIB
+
+
+def _cpu_run(arm, copied_gib, cinder, other, seconds=100.0):
+    """A kept run of one task: its copies, its CPU table."""
+    record = {'arrival': 1000.0, 'timeline': {
+        'total': seconds, 'events': {'requested': 1000.0}},
+        'vms': [{'pool': None, 'facts': {
+            'volume_copy': True, 'image_bytes': int(copied_gib * GIB)}}]}
+    return {'arm': arm, 'warmup': False, 'records': [record], 'costs': {
+        results_mod.CPU_COSTS: {'cinder-volume': cinder, 'guests': 30.0,
+                                'total': cinder + 30.0 + other}}}
+
+
+class TestFitCores(testcase.TestCase):
+    """The shared cores and a copy's CPU, from the runs' CPU tables."""
+
+    def results(self, runner='aio'):
+        # cinder-volume: 5 CPU-s a run whatever it copies, 8 a GiB; the
+        # other services 50 CPU-s in each run's 100 s.
+        return {'runner': runner, 'preconditions': {'cpus': 2},
+                'arms': [{'name': 'stock', 'mechanisms': []},
+                         {'name': 'tuned', 'mechanisms': []},
+                         {'name': 'mirror', 'mechanisms': ['mirror']}],
+                'runs': [_cpu_run('stock', 5.0, 45.0, 50.0),
+                         _cpu_run('tuned', 1.0, 13.0, 50.0),
+                         _cpu_run('tuned', 1.0, 13.0, 50.0),
+                         # The mirror's copies are not its volumes'.
+                         _cpu_run('mirror', 0.0, 30.0, 50.0)]}
+
+    def test_copy_cpu_is_the_slope_the_rest_leaves_the_cores(self):
+        sources = {}
+        cores, per_gib = calibration._fit_cpu(self.results(), sources)
+        self.assertAlmostEqual(8.0, per_gib)
+        # 2 cores less (50 + 5) CPU-s in 100 s, in every run.
+        self.assertAlmostEqual(2.0 - 0.55, cores)
+        self.assertIn('least squares over 3 runs',
+                      sources['copy_cpu_seconds_per_gib'])
+
+    def test_not_modelled_without_one_machine_or_two_volumes(self):
+        sources = {}
+        self.assertEqual((None, None), calibration._fit_cpu(
+            self.results(runner='simulator'), sources))
+        self.assertIn('not modelled', sources['cpu_cores'])
+        same = self.results()
+        same['runs'][0] = _cpu_run('stock', 1.0, 13.0, 50.0)
+        self.assertEqual((None, None), calibration._fit_cpu(same, {}))
+
+    def test_waiting_by_launch_path(self):
+        made = synthetic.results(seed=1)
+        for run in made['runs']:
+            path = calibration.launch_path(
+                results_mod.mechanisms(made)[run['arm']])
+            for rec in run['records']:
+                rec['arrival'] = rec['timeline']['events']['requested'] - (
+                    0.2 if path == calibration.LAUNCHER else 0.1)
+        found = calibration.fit(made).waiting_seconds
+        self.assertAlmostEqual(0.1, found[calibration.COLD], places=5)
+        self.assertAlmostEqual(0.2, found[calibration.LAUNCHER], places=5)
 
 
 class TestFit(testcase.TestCase):

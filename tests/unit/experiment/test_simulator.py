@@ -167,6 +167,40 @@ class TestBuffering(testcase.TestCase):
         self.assertAlmostEqual(1.0, stock[0]['timeline']['durations'][
             'running'])
 
+    def test_starts_and_copies_share_the_machine_s_cores(self):
+        """The all-in-one cloud: one machine's cores for everything."""
+        together = make([(0, 'img', 2, wl.IMAGE)])
+        cores = calib(cpu_cores=1.0)
+        alone, _ = run(arms.STOCK, make([(0, 'img', 1, wl.IMAGE)]), cores)
+        self.assertAlmostEqual(
+            1.0 + 3.0, alone[0]['timeline']['durations']['buffering'])
+        # Two cold starts at once on one core: each at half a core.
+        both, _ = run(arms.STOCK, together, cores)
+        self.assertAlmostEqual(
+            1.0 + 6.0, both[0]['timeline']['durations']['buffering'])
+        # Without the shared cores (at scale), each has its own.
+        apart, _ = run(arms.STOCK, together)
+        self.assertAlmostEqual(
+            1.0 + 3.0, apart[0]['timeline']['durations']['buffering'])
+        # A copy at 20 CPU-s a GiB: 51 MiB/s on one core, below Glance's
+        # 100 and the backend's 1000 MiB/s; without the cores, Glance's.
+        volume = make([(0, 'img', 1, wl.VOLUME)])
+        fast = calib(volume_copy_bandwidth=1000.0 * MIB)
+        cpu_bound = dataclasses.replace(
+            fast, cpu_cores=1.0, copy_cpu_seconds_per_gib=20.0)
+        self.assertAlmostEqual(2.0 + SIZE / BANDWIDTH,
+                               creation(run(arms.STOCK, volume, fast)[0][0]))
+        self.assertAlmostEqual(
+            2.0 + 20.0 * SIZE / simulator.GIB,
+            creation(run(arms.STOCK, volume, cpu_bound)[0][0]))
+
+    def test_a_task_waits_for_its_launch_s_own_calls(self):
+        cal = calib(waiting_seconds={'cold': 0.5, 'launcher': 0.1})
+        made = make([(0, 'img', 1, wl.IMAGE)])
+        for arm, wait in ((arms.STOCK, 0.5), (arms.only(arms.TASKD), 0.1)):
+            records, _ = run(arm, made, cal)
+            self.assertAlmostEqual(wait, results.waiting(records[0]))
+
     def test_a_pooled_vm_starts_at_its_claim(self):
         # The first ask of a key misses and teaches the manager the key.
         made = make([(0, 'img', 1, wl.IMAGE), (300, 'img', 2, wl.IMAGE)])
