@@ -118,12 +118,26 @@ class Calibration:
     cpu_cores: float = None
     #: Cinder's CPU-seconds per GiB it copies from Glance into a volume.
     copy_cpu_seconds_per_gib: float = None
+    #: The mirror-volume driver's fill of a golden volume: a raw image
+    #: streamed straight into it, one pass where Cinder's copy makes two.
+    #: Bytes per second (None: ``volume_copy_bandwidth``) and CPU-seconds
+    #: per GiB (None: ``copy_cpu_seconds_per_gib``).
+    fill_bandwidth: float = None
+    fill_cpu_seconds_per_gib: float = None
     sources: dict = dataclasses.field(default_factory=dict)
     version: int = 1
 
     @property
     def glance(self):
         return self.glance_bandwidth or self.download_bandwidth
+
+    @property
+    def fill(self):
+        """``(bytes per second, CPU-seconds per GiB)`` of a golden fill."""
+        return (self.fill_bandwidth or self.volume_copy_bandwidth,
+                self.copy_cpu_seconds_per_gib
+                if self.fill_cpu_seconds_per_gib is None
+                else self.fill_cpu_seconds_per_gib)
 
     def waiting(self, arm):
         """The waiting of a task of ``arm`` (0 when not calibrated)."""
@@ -177,40 +191,65 @@ def _run_seconds(run):
     return max(end for _, end in spans) - min(start for start, _ in spans)
 
 
+def _gib_moved(run, mirror, hot):
+    """``(GiB Cinder copied, GiB the mirror filled)`` in a run.
+
+    Copies are the fresh VMs' copied volumes; with mirror volumes, each
+    image a fresh VM's volume was made of was filled once (the reset
+    emptied the cache), but the hot ones, filled before the run.
+    """
+    copied, filled = 0, {}
+    for rec in run['records']:
+        for vm in rec['vms']:
+            facts = vm.get('facts') or {}
+            if vm.get('pool') is not None or \
+                    facts.get('boot') != workload_mod.VOLUME:
+                continue
+            if facts.get('volume_copy'):
+                copied += facts['image_bytes']
+            elif mirror and facts.get('image') not in hot:
+                filled[facts.get('image')] = facts['image_bytes']
+    return copied / simulator.GIB, sum(filled.values()) / simulator.GIB
+
+
 def _fit_cpu(results, sources):
-    """``(cpu_cores, copy_cpu_seconds_per_gib)`` of a measured machine.
+    """``(cpu_cores, copy and fill CPU-seconds per GiB)`` of a machine.
 
     From each kept run's CPU table (``costs['cpu_seconds']``): Cinder's
-    CPU-seconds per GiB copied, the slope of a least-squares line through
-    the runs of the arms that copy (no mirror volumes) of cinder-volume's
-    CPU-seconds on the GiB their volumes copied; the cores left, the
-    machine's less the mean use of everything else (its services, and
-    cinder-volume's CPU the line puts at no copy). ``(None, None)`` unless
-    one all-in-one machine ran everything and two copy volumes differ.
+    CPU-seconds per GiB copied and per GiB the mirror filled, a least-
+    squares fit over the runs of cinder-volume's CPU-seconds on the GiB of
+    each (:func:`_gib_moved`); the cores left, the machine's less the mean
+    use of everything else (its services, and cinder-volume's CPU the fit
+    puts at nothing moved). ``(None, None, None)`` unless one all-in-one
+    machine ran everything and the runs moved different volumes enough to
+    tell each cost apart.
     """
     cpus = results.get('preconditions', {}).get('cpus')
     runs = results_mod.kept_runs(results)
     if results.get('runner') != 'aio' or not cpus or not runs or not all(
             results_mod.CPU_COSTS in run['costs'] for run in runs):
         sources['cpu_cores'] = 'not modelled: no CPU table of one machine'
-        return None, None
+        return None, None, None
     mechanisms = results_mod.mechanisms(results)
-    points = []
+    hot = {image['name'] for image in results['workload']['images']
+           if image.get('hot')} if 'workload' in results else set()
+    moved, used_cpu = [], []
     for run in runs:
-        if arms.MIRROR in mechanisms[run['arm']]:
-            continue
-        copied = sum(vm['facts']['image_bytes'] for rec in run['records']
-                     for vm in rec['vms'] if (vm.get('facts') or {}).get(
-                         'volume_copy') and vm.get('pool') is None)
-        points.append((copied / simulator.GIB, run['costs'][
-            results_mod.CPU_COSTS].get('cinder-volume', 0.0)))
-    if len({x for x, _ in points}) < 2:
-        sources['cpu_cores'] = 'not modelled: no two runs copied ' \
-            'different volumes'
-        return None, None
-    slope, intercept = numpy.polyfit([x for x, _ in points],
-                                     [y for _, y in points], 1)
-    slope, intercept = max(float(slope), 0.0), max(float(intercept), 0.0)
+        moved.append(_gib_moved(run, arms.MIRROR in mechanisms[run['arm']],
+                                hot))
+        used_cpu.append(run['costs'][results_mod.CPU_COSTS].get(
+            'cinder-volume', 0.0))
+    filled = any(fill for _, fill in moved)
+    columns = numpy.array([[1.0, copied] + ([fill] if filled else [])
+                           for copied, fill in moved])
+    if numpy.linalg.matrix_rank(columns) < columns.shape[1]:
+        sources['cpu_cores'] = 'not modelled: the runs do not tell ' \
+            'copies from the rest'
+        return None, None, None
+    fitted = numpy.linalg.lstsq(columns, numpy.array(used_cpu),
+                                rcond=None)[0]
+    intercept, slope = max(float(fitted[0]), 0.0), max(float(fitted[1]), 0.0)
+    fill_slope = max(float(fitted[2]), 0.0) if filled else None
     used = []
     for run in runs:
         seconds = _run_seconds(run)
@@ -227,8 +266,11 @@ def _fit_cpu(results, sources):
     sources['cpu_cores'] = '%d cores less the mean use of the rest over ' \
         '%d runs' % (cpus, len(used))
     sources['copy_cpu_seconds_per_gib'] = 'least squares over %d runs ' \
-        'of cinder-volume\'s CPU on the GiB copied' % len(points)
-    return cores, slope
+        'of cinder-volume\'s CPU on the GiB copied%s' % (
+            len(runs), ' and filled' if filled else '')
+    if filled:
+        sources['fill_cpu_seconds_per_gib'] = 'the same fit'
+    return cores, slope, fill_slope
 
 
 def _median(values):
@@ -390,7 +432,7 @@ def fit(results, hosts=None):
     sources['step_seconds'] = 'median of %d VMs' % step[1]
     if hosts is None:
         hosts = len({row['facts']['host'] for row in rows})
-    cores, copy_cpu = _fit_cpu(results, sources)
+    cores, copy_cpu, fill_cpu = _fit_cpu(results, sources)
     return refine(Calibration(
         schedule_seconds=schedule, build_seconds=build,
         download_bandwidth=download, volume_copy_bandwidth=copy,
@@ -398,7 +440,10 @@ def fit(results, hosts=None):
         cold_start_seconds=cold, preload_seconds=preload,
         warm_start_seconds=warm, step_seconds=step[0], hosts=hosts,
         waiting_seconds=_fit_waiting(results, sources), cpu_cores=cores,
-        copy_cpu_seconds_per_gib=copy_cpu, sources=sources), results)
+        copy_cpu_seconds_per_gib=copy_cpu, fill_cpu_seconds_per_gib=fill_cpu,
+        fill_bandwidth=copy if any(arms.MIRROR in found for found in
+                                   results_mod.mechanisms(results).values())
+        else None, sources=sources), results)
 
 
 _REFINED = ('build_seconds', 'download_bandwidth', 'volume_copy_bandwidth',
@@ -409,7 +454,9 @@ _REFINED_ON_CORES = ('cold_start_seconds', 'preload_seconds')
 
 
 def _refined(calibration):
-    return _REFINED + (_REFINED_ON_CORES if calibration.cpu_cores else ())
+    return _REFINED + (('fill_bandwidth',) if calibration.fill_bandwidth
+                       else ()) + (
+        _REFINED_ON_CORES if calibration.cpu_cores else ())
 
 
 def _creation_means(rows, buffering=False):

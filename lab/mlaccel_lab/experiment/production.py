@@ -86,12 +86,6 @@ def for_production(calibration, production):
     stated = production.get('stage_costs', {})
     changes = {'hosts': production['hosts'],
                'sources': dict(calibration.sources)}
-    if calibration.cpu_cores:
-        # At scale each host's guests and each backend have cores of their
-        # own: the all-in-one machine's shared cores are not modelled.
-        changes['cpu_cores'] = changes['copy_cpu_seconds_per_gib'] = None
-        changes['sources']['cpu_cores'] = 'not modelled at scale: cores ' \
-            'of its own to each host and backend'
     for field in ('host_slots', 'scheduler_workers', 'volume_backends'):
         if field in production:
             changes[field] = production[field]
@@ -100,6 +94,11 @@ def for_production(calibration, production):
                        ('volume_copy_gbps', 'volume_copy_bandwidth')):
         if key in production:
             changes[field] = production[key] * GBPS
+    if 'volume_copy_gbps' in production and calibration.fill_bandwidth:
+        # The mirror's fill keeps its measured ratio to a copy.
+        changes['fill_bandwidth'] = (
+            calibration.fill_bandwidth / calibration.volume_copy_bandwidth
+            * changes['volume_copy_bandwidth'])
     for field in ('build_seconds', 'guest_boot_seconds',
                   'cold_start_seconds'):
         if field in stated:
@@ -127,6 +126,16 @@ def for_production(calibration, production):
     if 'schedule_seconds' in changes:
         changes['sources']['schedule_seconds'] = \
             'stated stock x measured plugins/stock'
+    if 'fill_bandwidth' in changes:
+        changes['sources']['fill_bandwidth'] = \
+            'stated copy x measured fill/copy'
+    if calibration.cpu_cores:
+        # At scale each host's guests and each backend have cores of their
+        # own: the all-in-one machine's shared cores are not modelled.
+        changes['cpu_cores'] = changes['copy_cpu_seconds_per_gib'] = \
+            changes['fill_cpu_seconds_per_gib'] = None
+        changes['sources']['cpu_cores'] = 'not modelled at scale: cores ' \
+            'of its own to each host and backend'
     return dataclasses.replace(calibration, **changes)
 
 

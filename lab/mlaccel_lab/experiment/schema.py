@@ -155,6 +155,8 @@ CALIBRATION = {
             'properties': {'cold': _NONNEG, 'launcher': _NONNEG}},
         cpu_cores=_POSITIVE,
         copy_cpu_seconds_per_gib=_NONNEG,
+        fill_bandwidth=_POSITIVE,
+        fill_cpu_seconds_per_gib=_NONNEG,
         download_bandwidth=_POSITIVE,
         volume_copy_bandwidth=_POSITIVE,
         glance_bandwidth=_POSITIVE,

@@ -279,13 +279,22 @@ class Cluster:
         host.cached_images.add(image.name)
         return image.size
 
-    def _copy(self, backend, image):
+    def _copy(self, backend, image, fill=False):
+        """Copy ``image`` into a volume; ``fill``: the mirror's fill.
+
+        The backend's link is its copy bandwidth; a fill goes at the
+        fill's, which is its share of the same link scaled.
+        """
         self.costs['glance_bytes'] += image.size
         self.costs['volume_copies'] += 1
-        links = (backend, self.glance)
-        if self.cores is not None and self.cal.copy_cpu_seconds_per_gib:
-            links += ((self.cores,
-                       self.cal.copy_cpu_seconds_per_gib / GIB),)
+        if fill:
+            bandwidth, cpu = self.cal.fill
+            per_byte = self.cal.volume_copy_bandwidth / bandwidth
+        else:
+            cpu, per_byte = self.cal.copy_cpu_seconds_per_gib, 1.0
+        links = ((backend, per_byte), self.glance)
+        if self.cores is not None and cpu:
+            links += ((self.cores, cpu / GIB),)
         yield self.fluid.transfer(image.size, links)
 
     def _work(self, seconds):
@@ -320,7 +329,7 @@ class Cluster:
             yield golden
             return False
         golden = self.golden[key] = self.env.event()
-        yield from self._copy(backend, image)
+        yield from self._copy(backend, image, fill=True)
         golden.succeed()
         return True
 

@@ -12,6 +12,7 @@
 
 """Calibration from records the simulator did not make, and validation."""
 
+import dataclasses
 import os
 import tempfile
 
@@ -32,12 +33,17 @@ COSTS = synthetic.COSTS
 GIB = simulator.GIB
 
 
-def _cpu_run(arm, copied_gib, cinder, other, seconds=100.0):
-    """A kept run of one task: its copies, its CPU table."""
+def _cpu_run(arm, copied_gib, filled_gib, cinder, other, seconds=100.0):
+    """A kept run: a VM whose volume was copied, one cloned; CPU table."""
+    def vm(image, gib, copied):
+        return {'pool': None, 'facts': {
+            'boot': 'volume', 'image': image, 'volume_copy': copied,
+            'image_bytes': int(gib * GIB)}}
+
     record = {'arrival': 1000.0, 'timeline': {
         'total': seconds, 'events': {'requested': 1000.0}},
-        'vms': [{'pool': None, 'facts': {
-            'volume_copy': True, 'image_bytes': int(copied_gib * GIB)}}]}
+        'vms': [vm('copied', copied_gib, True),
+                vm('cloned', filled_gib, False)]}
     return {'arm': arm, 'warmup': False, 'records': [record], 'costs': {
         results_mod.CPU_COSTS: {'cinder-volume': cinder, 'guests': 30.0,
                                 'total': cinder + 30.0 + other}}}
@@ -47,35 +53,37 @@ class TestFitCores(testcase.TestCase):
     """The shared cores and a copy's CPU, from the runs' CPU tables."""
 
     def results(self, runner='aio'):
-        # cinder-volume: 5 CPU-s a run whatever it copies, 8 a GiB; the
+        # cinder-volume: 5 CPU-s a run whatever it does, 8 a GiB copied,
+        # 3 a GiB the mirror filled (its clones' image, once a run); the
         # other services 50 CPU-s in each run's 100 s.
         return {'runner': runner, 'preconditions': {'cpus': 2},
                 'arms': [{'name': 'stock', 'mechanisms': []},
                          {'name': 'tuned', 'mechanisms': []},
                          {'name': 'mirror', 'mechanisms': ['mirror']}],
-                'runs': [_cpu_run('stock', 5.0, 45.0, 50.0),
-                         _cpu_run('tuned', 1.0, 13.0, 50.0),
-                         _cpu_run('tuned', 1.0, 13.0, 50.0),
-                         # The mirror's copies are not its volumes'.
-                         _cpu_run('mirror', 0.0, 30.0, 50.0)]}
+                'runs': [_cpu_run('stock', 5.0, 0.0, 45.0, 50.0),
+                         _cpu_run('tuned', 1.0, 0.0, 13.0, 50.0),
+                         _cpu_run('tuned', 1.0, 0.0, 13.0, 50.0),
+                         _cpu_run('mirror', 0.0, 2.0, 11.0, 50.0),
+                         _cpu_run('mirror', 0.0, 1.0, 8.0, 50.0)]}
 
-    def test_copy_cpu_is_the_slope_the_rest_leaves_the_cores(self):
+    def test_copy_and_fill_cpu_the_rest_leaves_the_cores(self):
         sources = {}
-        cores, per_gib = calibration._fit_cpu(self.results(), sources)
-        self.assertAlmostEqual(8.0, per_gib)
+        cores, copy, fill = calibration._fit_cpu(self.results(), sources)
+        self.assertAlmostEqual(8.0, copy)
+        self.assertAlmostEqual(3.0, fill)
         # 2 cores less (50 + 5) CPU-s in 100 s, in every run.
         self.assertAlmostEqual(2.0 - 0.55, cores)
-        self.assertIn('least squares over 3 runs',
+        self.assertIn('least squares over 5 runs',
                       sources['copy_cpu_seconds_per_gib'])
 
     def test_not_modelled_without_one_machine_or_two_volumes(self):
         sources = {}
-        self.assertEqual((None, None), calibration._fit_cpu(
+        self.assertEqual((None, None, None), calibration._fit_cpu(
             self.results(runner='simulator'), sources))
         self.assertIn('not modelled', sources['cpu_cores'])
         same = self.results()
-        same['runs'][0] = _cpu_run('stock', 1.0, 13.0, 50.0)
-        self.assertEqual((None, None), calibration._fit_cpu(same, {}))
+        same['runs'] = [_cpu_run('stock', 1.0, 0.0, 13.0, 50.0)] * 3
+        self.assertEqual((None, None, None), calibration._fit_cpu(same, {}))
 
     def test_waiting_by_launch_path(self):
         made = synthetic.results(seed=1)
@@ -308,6 +316,21 @@ class TestProduction(testcase.TestCase):
         self.assertEqual(0.36, scaled.step_seconds)
         self.assertEqual('stated (production)',
                          scaled.sources['build_seconds'])
+
+    def test_the_all_in_one_s_shared_cores_stay_behind(self):
+        fitted = dataclasses.replace(
+            calibration.fit(synthetic.results(seed=2)), cpu_cores=1.4,
+            copy_cpu_seconds_per_gib=8.0, fill_cpu_seconds_per_gib=3.0)
+        fitted = dataclasses.replace(
+            fitted, fill_bandwidth=1.5 * fitted.volume_copy_bandwidth)
+        scaled = production.for_production(fitted, production.load())
+        self.assertIsNone(scaled.cpu_cores)
+        self.assertIn('not modelled at scale', scaled.sources['cpu_cores'])
+        self.assertAlmostEqual(1.5, scaled.fill_bandwidth
+                               / scaled.volume_copy_bandwidth)
+        self.assertEqual(8e9 / 8, scaled.volume_copy_bandwidth)
+        self.assertIn(('cpu_cores', 'none', scaled.sources['cpu_cores']),
+                      production.assumptions(production.load(), scaled))
 
     def test_production_workload_is_the_trace_stream_at_1k_hosts(self):
         stated = production.load()

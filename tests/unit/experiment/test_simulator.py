@@ -194,6 +194,18 @@ class TestBuffering(testcase.TestCase):
             2.0 + 20.0 * SIZE / simulator.GIB,
             creation(run(arms.STOCK, volume, cpu_bound)[0][0]))
 
+    def test_the_mirror_fills_at_its_own_bandwidth(self):
+        """One pass of a raw image into the golden volume, not two."""
+        made = make([(0, 'other', 1, wl.VOLUME)])
+        copy = SIZE / (50.0 * MIB)
+        fill = SIZE / (80.0 * MIB)
+        for cal, seconds in ((calib(), copy),
+                             (calib(fill_bandwidth=80.0 * MIB), fill)):
+            mirror, _ = run(arms.only(arms.MIRROR), made, cal)
+            self.assertAlmostEqual(2.0 + seconds + 0.5, creation(mirror[0]))
+        stock, _ = run(arms.STOCK, made, calib(fill_bandwidth=80.0 * MIB))
+        self.assertAlmostEqual(2.0 + copy, creation(stock[0]))
+
     def test_a_task_waits_for_its_launch_s_own_calls(self):
         cal = calib(waiting_seconds={'cold': 0.5, 'launcher': 0.1})
         made = make([(0, 'img', 1, wl.IMAGE)])
