@@ -268,6 +268,7 @@ class AioRunner(runner_mod.TaskRunner):
                 clock.mark('cinder for the arm')
             switched, scheduler_s = scheduler.result()
             caches_s = caches.result()[1]
+        clock.mark('the rest beside')
         if switched:
             restarted.append('nova-scheduler')
         self.switch.set_agents(arm.on(arms_mod.AGENT))
