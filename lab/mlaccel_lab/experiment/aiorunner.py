@@ -184,6 +184,9 @@ class AioRunner(runner_mod.TaskRunner):
                 'volume_clones': cloud.volume_clones(self.lay),
                 runner_mod.POOLS_PREFILLED: False,
                 'pool_learning': self._learning_options(),
+                # What the simulated manager must learn with to compare.
+                'pool_options': {
+                    'interval': self.pool_conf.mlaccel_pool.interval},
                 'warm_up': 'after every reset, untimed: one VM from an '
                            'image of %d MiB no task uses, of each boot '
                            'kind, by the arm\'s own launch path'

@@ -40,6 +40,7 @@ from mlaccel_lab.experiment import report
 from mlaccel_lab.experiment import results as results_mod
 from mlaccel_lab.experiment import runner
 from mlaccel_lab.experiment import simrunner
+from mlaccel_lab.experiment import simulator
 from mlaccel_lab.experiment import stats
 from mlaccel_lab.experiment import workload as workload_mod
 
@@ -233,8 +234,12 @@ def validate(measured, calibration=None, seed=0, tolerance=TOLERANCE,
     # said so lack the precondition).
     prefill = bool(measured.get('preconditions', {}).get(
         runner.POOLS_PREFILLED, measured.get('runner') == 'aio'))
+    # The simulated manager learns with the measured one's options.
+    options = simulator.learned_options(**dict(measured.get(
+        'preconditions', {}).get('pool_options') or {}))
     simulated = runner.execute(
-        simrunner.SimulatedRunner(calibration, seed, prefill=prefill),
+        simrunner.SimulatedRunner(calibration, seed, prefill=prefill,
+                                  pool_options=options),
         workload_mod.Workload.from_dict(measured['workload']),
         [arms_mod.Arm.from_dict(arm) for arm in measured['arms']],
         repetitions=max(repetitions, protocol['repetitions']), warmup=0,

@@ -15,6 +15,7 @@
 import dataclasses
 import os
 import tempfile
+from unittest import mock
 
 import fixtures
 
@@ -23,6 +24,7 @@ from mlaccel_lab.experiment import calibration
 from mlaccel_lab.experiment import production
 from mlaccel_lab.experiment import results as results_mod
 from mlaccel_lab.experiment import schema
+from mlaccel_lab.experiment import simrunner
 from mlaccel_lab.experiment import simulator
 from mlaccel_lab.experiment import validation
 from mlaccel_lab.experiment import workload
@@ -191,6 +193,21 @@ class TestValidate(testcase.TestCase):
         self.assertTrue(checked.copies)
         for measured, simulated in checked.copies.values():
             self.assertGreater(measured[0] + simulated[0], 0)
+
+    def test_the_simulated_manager_learns_with_the_measured_options(self):
+        measured = synthetic.results(seed=2)
+        measured['preconditions']['pool_options'] = {'interval': 1.0}
+        made = []
+        real = simrunner.SimulatedRunner
+
+        def runner(*args, **kwargs):
+            made.append(kwargs['pool_options'])
+            return real(*args, **kwargs)
+
+        with mock.patch.object(simrunner, 'SimulatedRunner', runner):
+            validation.validate(measured)
+        self.assertEqual(1.0, made[0].interval)
+        self.assertTrue(made[0].learn)
 
     def test_holds_for_another_workload_of_the_same_shape(self):
         measured = synthetic.results(seed=5, workload_seed=99)
