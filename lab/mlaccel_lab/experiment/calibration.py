@@ -262,7 +262,7 @@ def _fit_cpu(results, sources):
     cores = cpus - (sum(used) / len(used) if used else 0.0)
     if cores <= 0:
         sources['cpu_cores'] = 'not modelled: the services use every core'
-        return None, None
+        return None, None, None
     sources['cpu_cores'] = '%d cores less the mean use of the rest over ' \
         '%d runs' % (cpus, len(used))
     sources['copy_cpu_seconds_per_gib'] = 'least squares over %d runs ' \
