@@ -86,6 +86,10 @@ class TestFitCores(testcase.TestCase):
         same = self.results()
         same['runs'] = [_cpu_run('stock', 1.0, 0.0, 13.0, 50.0)] * 3
         self.assertEqual((None, None, None), calibration._fit_cpu(same, {}))
+        busy = self.results()
+        for run in busy['runs']:
+            run['costs'][results_mod.CPU_COSTS]['total'] += 200.0
+        self.assertEqual((None, None, None), calibration._fit_cpu(busy, {}))
 
     def test_waiting_by_launch_path(self):
         made = synthetic.results(seed=1)
