@@ -186,12 +186,15 @@ def _at_scale(cal, options, arms, directory):
         scaled.hosts, len(results['workload']['tasks']))
     summary = _report(results, title, directory, 'at-scale')
     if not options.no_sensitivity:
+        # No larger than the run at scale itself.
+        tasks = min(production_mod.SENSITIVITY_TASKS,
+                    len(results['workload']['tasks']))
         print('== Sensitivity at scale (SIMULATED, %d tasks a run) =='
-              % production_mod.SENSITIVITY_TASKS)
+              % tasks)
         print('%-20s %6s %12s %8s' % ('parameter', 'value', 'overhead -%',
                                       'hits %'))
         for parameter, value, cut, hits in production_mod.sensitivity(
-                cal, prod):
+                cal, prod, tasks=tasks):
             print('%-20s %6s %12s %8s' % (parameter, value,
                                           _num(cut), _num(hits)))
     return summary
