@@ -441,9 +441,14 @@ def fit(results, hosts=None):
         warm_start_seconds=warm, step_seconds=step[0], hosts=hosts,
         waiting_seconds=_fit_waiting(results, sources), cpu_cores=cores,
         copy_cpu_seconds_per_gib=copy_cpu, fill_cpu_seconds_per_gib=fill_cpu,
-        fill_bandwidth=copy if any(arms.MIRROR in found for found in
-                                   results_mod.mechanisms(results).values())
-        else None, sources=sources), results)
+        fill_bandwidth=copy if _mirrored(results) else None,
+        sources=sources), results)
+
+
+def _mirrored(results):
+    """Whether an arm of ``results`` ran the mirror-volume driver."""
+    return any(arms.MIRROR in mechanisms for mechanisms in
+               results_mod.mechanisms(results).values())
 
 
 _REFINED = ('build_seconds', 'download_bandwidth', 'volume_copy_bandwidth',
@@ -459,12 +464,13 @@ def _refined(calibration):
         _REFINED_ON_CORES if calibration.cpu_cores else ())
 
 
-def _creation_means(rows, buffering=False):
-    """Mean creation of fresh VMs per arm, image, boot kind and transfer.
+def _fitted_means(rows, buffering=False):
+    """The means the refinement matches, of fresh VMs.
 
-    Grouped by whether the VM downloaded or copied its image too, so that
-    where VMs landed (a cache hit or not) does not count as a cost. With
-    ``buffering``, also each arm's mean buffering of fresh VMs.
+    Mean creation per arm, image, boot kind and transfer (whether the VM
+    downloaded or copied its image too, so that where VMs landed, a cache
+    hit or not, does not count as a cost). With ``buffering``, also each
+    arm's mean buffering.
     """
     sums = {}
 
@@ -508,7 +514,7 @@ def refine(calibration, results, tolerance=1.02, budget=400):
     VMs only: a pooled VM's creation was before its launch), and searches
     multiplicatively (factor 2, then its square roots, down to
     ``tolerance``) for the costs that minimise the squared relative errors
-    of :func:`_creation_means`. With the machine's cores modelled, the
+    of :func:`_fitted_means`. With the machine's cores modelled, the
     cold start and the preload are searched too, against each arm's mean
     buffering. A move counts
     when it lowers the loss by more than a millionth; the search stops
@@ -519,10 +525,10 @@ def refine(calibration, results, tolerance=1.02, budget=400):
     ran = [arms.Arm.from_dict(a) for a in results['arms']]
     names = _refined(calibration)
     buffering = bool(calibration.cpu_cores)
-    measured = _creation_means(results_mod.vm_rows(results), buffering)
+    measured = _fitted_means(results_mod.vm_rows(results), buffering)
 
     def loss(candidate):
-        simulated = _creation_means(
+        simulated = _fitted_means(
             _simulated_rows(candidate, workload, ran), buffering)
         return sum(((simulated[key] - value) / value) ** 2
                    for key, value in measured.items()
