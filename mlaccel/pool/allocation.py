@@ -23,11 +23,11 @@ p_m))``, about ``saving`` times the key's asks per second), the idea the
 mirror-volume cache evicts by, until the forecast's target of each key is
 met or a budget would be exceeded: the most members (overall and per
 project) and the most idle VM-hours a day. A key's members come in order
-(its ``m``-th before its ``m + 1``-th). A member alive keeps its place
-while its key's forecast still asks for it (rebuilding elsewhere would pay
-a new lead time): only the room left goes by density.
-:func:`to_create` keeps members being built within the same bounds, so no
-budget is ever exceeded.
+(its ``m``-th before its ``m + 1``-th). A member alive has no claim to
+its place: once another key's member is worth more, it goes (a member
+kept while its key was still asked for now and then held its place for
+hours over keys asked for more). :func:`to_create` keeps members being
+built within the same bounds, so no budget is ever exceeded.
 
 The idle VM-hours a day are spent where the day is busy (:func:`paced`):
 the ``H`` member-hours of the next 24 go to the hours and members of the
@@ -35,8 +35,9 @@ most value, each member's density times its hour's shape
 (:func:`mlaccel.pool.forecast.day_shape`), at most ``members`` in any hour;
 the hour now gets its share of those. On a flat day (nothing known of its
 rhythm) that is ``H / 24`` members all day. :func:`spend_room` bounds the
-members by what the last 24 hours already spent, so the members' time over
-any day stays within ``H`` whatever the forecast says.
+members by what the last 24 hours already spent, less what of it leaves
+those 24 hours while the members are alive, so the members' time over any
+day stays within ``H`` whatever the forecast says.
 """
 
 import dataclasses
@@ -122,14 +123,28 @@ def paced(densities, budget, shape):
     return sum(1 for _value, hour in offers[:hours] if hour == 0)
 
 
-def spend_room(budget, spent_s, horizon):
-    """Members alive for ``horizon`` s that keep the day within budget.
+def spend_room(budget, spent_s, horizon, leaving=()):
+    """Members alive for ``horizon`` s that keep every day within budget.
 
     :param spent_s: member-seconds spent over the 24 hours up to now.
     :param horizon: seconds until the members can next be retired.
+    :param leaving: ``(x, member-seconds)`` pairs: how much of
+        ``spent_s`` the 24 hours ending ``x`` seconds from now no longer
+        hold, for ``x`` at each change of the recorded spend within the
+        horizon and at the horizon
+        (:func:`mlaccel.pool.demand.leaving`). Every 24 hours ending
+        within the horizon must hold the members' time beside what of the
+        spend is still in them. None given: all of it is (the tightest
+        bound).
     """
     left = budget.idle_vm_hours * 3600.0 - spent_s
-    return max(0, int(left // horizon)) if horizon > 0 else 0
+    if horizon <= 0 or left < 0:
+        return 0
+    # Between two changes, what leaves grows at a constant rate: the
+    # tightest of those days ends at a change or at the horizon.
+    return max(0, min(int((left + gone) // x)
+                      for x, gone in (tuple(leaving) or ((horizon, 0.0),))
+                      if x > 0))
 
 
 def members_for(idle_vm_hours):
@@ -165,25 +180,13 @@ class Allocation:
         return sum(self.members.values())
 
 
-def allocate(candidates, budget, alive=None):
-    """The :class:`Allocation` of ``candidates`` under ``budget``.
-
-    :param alive: ``{key: members alive}``. A member alive keeps its place
-        while its key's forecast still asks for it: replacing it with
-        another key's would pay a new lead time of building for a member
-        whose own chance was already worth its place. Only the room left
-        goes by value density.
-    """
-    alive = alive or {}
+def allocate(candidates, budget):
+    """The :class:`Allocation` of ``candidates`` under ``budget``."""
     heap = []
 
     def push(order, m, c, wanted):
-        # Members alive first, then by value density.
-        kept = m <= alive.get(c.key, 0)
-        heapq.heappush(heap, (not kept, -density(c.saving,
-                                                 c.forecast.chance(m),
-                                                 c.lead),
-                              order, m, c, wanted))
+        heapq.heappush(heap, (-density(c.saving, c.forecast.chance(m),
+                                       c.lead), order, m, c, wanted))
 
     for order, c in enumerate(candidates):
         wanted = min(c.forecast.target, c.max_size)
@@ -193,7 +196,7 @@ def allocate(candidates, budget, alive=None):
     total = 0
     cap = member_cap(budget)
     while heap:
-        _new, neg, order, m, c, wanted = heapq.heappop(heap)
+        neg, order, m, c, wanted = heapq.heappop(heap)
         project = c.project_id
         if -neg <= 0 or total + 1 > cap or per_project.get(
                 project, 0) + 1 > member_cap(budget, project):

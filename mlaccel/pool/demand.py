@@ -135,6 +135,20 @@ def spent(doc, now, window=DAY):
     return total
 
 
+def leaving(doc, now, horizon, window=DAY):
+    """``[(x, member-seconds)]``: what leaves the ``window`` as it moves.
+
+    What of :func:`spent` (over the ``window`` up to ``now``) the window
+    ending ``x`` seconds later no longer holds, for ``x`` at each recorded
+    change in its first ``horizon`` seconds and at ``horizon``.
+    """
+    begin = now - window
+    xs = {t - begin for t, _n in doc.get('spend') or ()
+          if 0 < t - begin < horizon}
+    return [(x, spent(doc, begin + x, window=x))
+            for x in sorted(xs | {horizon})]
+
+
 def prune(doc, now, max_records, max_age):
     """Keep ``doc``'s last ``max_records`` asks younger than ``max_age``."""
     asks = [a for a in doc['asks'] if now - a[0] <= max_age]

@@ -57,8 +57,10 @@ When in the day to spend a budget of idle VM-hours a day is a question of
 the whole project, not of a key: :func:`day_shape` says how busy each of
 the next 24 hours was on the recorded days against the record's mean, from
 every key's asks together (a few hundred VMs a day where one key has a
-handful). Keys are taken to share the project's daily rhythm: a member's
-value in an hour is its key's value times the hour's shape.
+handful), a flat day counting beside them as one more (the rhythm of one
+recorded day is believed half). Keys are taken to share the project's
+daily rhythm: a member's value in an hour is its key's value times the
+hour's shape.
 """
 
 import bisect
@@ -121,7 +123,8 @@ def peak(asks, begin, end, lead):
 
     :param asks: ``(time, vms)`` pairs sorted by time.
     """
-    inside = [(t, n) for t, n in asks if begin <= t < end]
+    inside = asks[bisect.bisect_left(asks, (begin, -math.inf)):
+                  bisect.bisect_left(asks, (end, -math.inf))]
     # The largest window starts at one of the asks.
     return max(window_counts(inside, [t for t, _ in inside], lead),
                default=0)
@@ -133,10 +136,13 @@ def coverage(asks, begin, end, lead):
     For each VM count, how long in [begin, end) the next ``lead`` seconds
     held that many asked VMs.
 
-    :param asks: ``(time, vms)`` pairs.
+    :param asks: ``(time, vms)`` pairs sorted by time.
     """
     events = []
-    for t, n in asks:
+    # Only the asks in (begin, end + lead) are in a window that starts in
+    # [begin, end).
+    for t, n in asks[bisect.bisect_right(asks, (begin, math.inf)):
+                     bisect.bisect_left(asks, (end + lead, -math.inf))]:
         # A window [start, start + lead) holds t for start in (t - lead, t].
         first, last = max(begin, t - lead), min(end, t)
         if first < last:
@@ -160,13 +166,17 @@ def share_at_least(seconds, top):
                  for m in range(1, top + 1))
 
 
-def day_shape(asks, now, hours=24, days=7, span=3600.0, since=None):
+def day_shape(asks, now, hours=24, days=7, span=3600.0, since=None,
+              prior_days=1.0):
     """How busy each of the next ``hours`` hours is, against the mean.
 
     ``shape[i]`` is the rate of VMs asked for within ``span`` seconds of the
     time of day of ``now + i`` hours, on the last ``days`` days the record
-    covers whole, over the record's mean rate. Every hour is 1.0 while no
-    day is recorded (a flat day: nothing known of its rhythm).
+    covers whole, over the record's mean rate. A flat day (every hour 1.0:
+    nothing known of the rhythm) counts beside them as ``prior_days``
+    recorded days: one day's two-hour window holds a handful of asks, too
+    few to pace the day's budget by alone. While no day is recorded, the
+    shape is flat.
 
     :param asks: ``(time, vms)`` pairs of every key of the project.
     :param since: when the demand began to be recorded; None: the oldest
@@ -187,8 +197,10 @@ def day_shape(asks, now, hours=24, days=7, span=3600.0, since=None):
                                 2 * span))
     shape = []
     for own in starts:
-        asked = sum(next(counts) for _ in own)
-        shape.append(asked / (len(own) * 2 * span) / mean if own else 1.0)
+        # Each recorded day's rate over the mean, and the flat day's.
+        asked = sum(next(counts) for _ in own) / (2 * span) / mean
+        shape.append((asked + prior_days) / (len(own) + prior_days)
+                     if own else 1.0)
     return tuple(shape)
 
 

@@ -168,13 +168,14 @@ class Policy:
     def room(self, doc, now, candidates, budget):
         """The most learned members the budget lets be alive now.
 
-        At most ``budget.members``, and no more than the VM-hours the last
-        24 hours left for the members until they can next be retired (a
-        round and a build from now).
+        At most ``budget.members``, and no more than every 24 hours
+        ending before they can next be retired (a round and a build from
+        now) leave for them.
         """
+        horizon = self.group.interval + self.lead(candidates)
         return min(budget.members, allocation.spend_room(
-            budget, pool_demand.spent(doc, now),
-            self.group.interval + self.lead(candidates)))
+            budget, pool_demand.spent(doc, now), horizon,
+            pool_demand.leaving(doc, now, horizon)))
 
     def members_now(self, doc, now, candidates, budget):
         """The learned members the day's budget spends on the hour now.
@@ -231,7 +232,7 @@ class Policy:
             sum(alive.values()), now, self.lead(candidates),
             self.room(doc, now, candidates, budget))
         budget = allocation.Budget(members, 24.0 * members)
-        granted = allocation.allocate(candidates, budget, alive)
+        granted = allocation.allocate(candidates, budget)
         create = allocation.to_create(granted.members, alive, budget)
         targets = {key: min(granted.members.get(key, 0),
                             alive.get(key, 0) + create.get(key, 0))

@@ -479,9 +479,9 @@ def main(argv=None):
     print('learned / hindsight static saved at equal member VM-seconds '
           '(the next static member kept for the share of the stream the '
           'rest pays for; the RESULT line\'s ratio): %s' % ', '.join(
-              '%d/%.0fh %.2f' % (b[0], b[1], r)
+              '%d/%.0fh %.3f' % (b[0], b[1], r)
               for b, r in zip(BUDGETS, at_equal_cost)))
-    print('RESULT learned_vs_hindsight_static=%.2f '
+    print('RESULT learned_vs_hindsight_static=%.3f '
           'saved_share_of_oracle_pct=%.1f hit_rate_pct=%.1f '
           'idle_s_per_saved_s=%.2f budget_exceeded=%d' % (
               at_equal_cost[DEFAULT_BUDGET],

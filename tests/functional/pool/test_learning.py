@@ -111,11 +111,13 @@ class LearnedPoolTest(pool_base.PoolTestCase):
         """A day already spent makes no member; the spend is recorded."""
         self.launch(1)
         now = time.time()
-        # Two members held all the last day, and still: the 48 VM-hours
-        # are spent.
+        # Four members held the last 12 hours, and still: the 48 VM-hours
+        # are spent, and none of them leaves the day before a member made
+        # now could be retired.
         with self.store.transaction(demand.document_key(PROJECT),
                                     suffix=demand.SUFFIX) as doc:
-            doc['spend'] = [[now - demand.DAY, 2]]
+            doc['spend'] = [[now - demand.DAY, 0],
+                            [now - demand.DAY / 2, 4]]
         manager = self.manager()
         manager.run_once()
         self.assertEqual([], self.store.keys())

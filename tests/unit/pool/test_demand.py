@@ -113,6 +113,17 @@ class DemandLogTest(testcase.TestCase):
         self.assertRaises(ValueError, demand.add_spend, doc, 0.0, -1)
         self.assertEqual(0.0, demand.spent(demand.empty('p'), 1e6))
 
+    def test_what_leaves_the_day_as_it_moves_on(self):
+        doc = demand.empty('proj')
+        demand.add_spend(doc, 0.0, 2)
+        demand.add_spend(doc, 300.0, 5)
+        now = demand.DAY + 100.0
+        # The day ending now began at 100: 2 members until 300, then 5.
+        self.assertEqual([(200.0, 2 * 200.0), (600.0, 2 * 200.0 + 5 * 400.0)],
+                         demand.leaving(doc, now, 600.0))
+        self.assertEqual([(600.0, 0.0)],
+                         demand.leaving(demand.empty('p'), now, 600.0))
+
     def test_another_version_starts_again(self):
         key = demand.document_key('proj')
         with self.store.transaction(key, create={'version': 99},

@@ -12,7 +12,10 @@
 
 """The demand forecast and the budgeted allocation of warm members."""
 
+import random
+
 from mlaccel.pool import allocation
+from mlaccel.pool import demand
 from mlaccel.pool import forecast
 from mlaccel.pool import sizing
 from tests import testcase
@@ -76,6 +79,13 @@ class ForecastTest(testcase.TestCase):
         self.assertEqual((0.15, 0.1, 0.05),
                          forecast.share_at_least(seconds, 3))
         self.assertEqual((0.0, 0.0), forecast.share_at_least({}, 2))
+        # Asks no window of [0, 100) holds change nothing; one just inside
+        # the last window does.
+        outside = [(-50.0, 1), (0.0, 4)] + asks + [(110.0, 3), (200.0, 1)]
+        self.assertEqual(dict(seconds), dict(
+            forecast.coverage(outside, 0.0, 100.0, 10.0)))
+        self.assertEqual(5.0, forecast.coverage(
+            asks + [(105.0, 1)], 0.0, 100.0, 10.0)[1] - seconds[1])
 
     def test_chance_of_a_member_is_a_share_of_time_not_of_days(self):
         """Asked once an hour for a week: about lead / hour of chance.
@@ -242,23 +252,6 @@ class AllocationTest(testcase.TestCase):
         self.assertEqual({'cold': 2}, got.refused)
         self.assertEqual(72.0, got.idle_vm_hours)
 
-    def test_a_member_alive_keeps_its_place_while_still_asked_for(self):
-        hot = candidate('hot', 1, [0.9])
-        warm = candidate('warm', 1, [0.2])
-        budget = allocation.Budget(1, 1000.0)
-        self.assertEqual({'hot': 1}, allocation.allocate(
-            [warm, hot], budget).members)
-        # Rebuilding it for 'hot' would pay a new lead time: it stays.
-        self.assertEqual({'warm': 1}, allocation.allocate(
-            [warm, hot], budget, alive={'warm': 1}).members)
-        # ...but not once its key's forecast no longer asks for it.
-        gone = candidate('warm', 0, [])
-        self.assertEqual({'hot': 1}, allocation.allocate(
-            [gone, hot], budget, alive={'warm': 1}).members)
-        # A budget lowered under the members alive keeps the best of them.
-        self.assertEqual({'hot': 1}, allocation.allocate(
-            [warm, hot], budget, alive={'warm': 1, 'hot': 1}).members)
-
     def test_no_budget_is_ever_exceeded(self):
         keys = [candidate('k%d' % i, 5, [0.9, 0.7, 0.5, 0.3, 0.1],
                           project='p%d' % (i % 2)) for i in range(6)]
@@ -320,15 +313,26 @@ class DayShapeTest(testcase.TestCase):
         asks = [(day * DAY + 18 * 3600.0 + 360 * i, 1)
                 for day in range(3) for i in range(10)]
         now = 3 * DAY + 18 * 3600.0
-        shape = forecast.day_shape(asks, now, since=0.0)
+        shape = forecast.day_shape(asks, now, since=0.0, prior_days=0.0)
         # Now (18:00: 17:00 to 19:00 held the burst) is busy; an hour
         # before it (16:00 to 18:00), and the night, had nothing.
         self.assertEqual(0.0, shape[23])
         self.assertEqual(0.0, shape[10])
         # The rate in 17:00-19:00 (10 VMs in 2 h) against the mean
         # (30 VMs in 3 days and 18 h).
-        self.assertAlmostEqual(10 / 7200.0 / (30 / now), shape[0])
+        busy = 10 / 7200.0 / (30 / now)
+        self.assertAlmostEqual(busy, shape[0])
         self.assertGreater(shape[0], 1.0)
+        # By default a flat day counts beside the three recorded ones.
+        shape = forecast.day_shape(asks, now, since=0.0)
+        self.assertAlmostEqual((3 * busy + 1.0) / 4, shape[0])
+        # (16:00 to 18:00 is recorded on four days.)
+        self.assertAlmostEqual(1.0 / 5, shape[23])
+        # One recorded day is believed half.
+        first = [(t, n) for t, n in asks if t < DAY]
+        self.assertAlmostEqual(
+            (10 / 7200.0 / (10 / (DAY + 18 * 3600.0)) + 1.0) / 2,
+            forecast.day_shape(first, DAY + 18 * 3600.0, since=0.0)[0])
 
     def test_a_flat_day_holds_the_budget_s_share_all_day(self):
         budget = allocation.Budget(8, 96.0)
@@ -364,3 +368,37 @@ class DayShapeTest(testcase.TestCase):
             budget, 96 * 3600.0 - 1300.0, 600.0))
         self.assertEqual(0, allocation.spend_room(
             budget, 96 * 3600.0 + 5.0, 600.0))
+        # A day spent in full leaves room for what leaves it meanwhile:
+        # 3 members held at this time yesterday, then (at 200 s) none.
+        self.assertEqual(3, allocation.spend_room(
+            budget, 96 * 3600.0, 600.0, [(600.0, 1800.0)]))
+        self.assertEqual(0, allocation.spend_room(
+            budget, 96 * 3600.0, 600.0, [(200.0, 0.0), (600.0, 1800.0)]))
+
+    def test_spend_room_never_lets_a_day_exceed_the_budget(self):
+        # Random spends of the last day; the members the room allows for
+        # the horizon, checked against every day ending within it.
+        rng = random.Random(7)
+        budget = allocation.Budget(20, 96.0)
+        horizon = 600.0
+        for _ in range(200):
+            doc = demand.empty('p')
+            t = 0.0
+            while t < 2 * DAY:
+                demand.add_spend(doc, t, rng.randrange(9))
+                t += rng.choice([60.0, 300.0, 3600.0, 7200.0])
+            now = t
+            spent = demand.spent(doc, now)
+            room = allocation.spend_room(
+                budget, spent, horizon, demand.leaving(doc, now, horizon))
+            if room == 0:
+                continue
+            demand.add_spend(doc, now, room)
+            for x in range(0, int(horizon) + 1, 10):
+                self.assertLessEqual(demand.spent(doc, now + x),
+                                     budget.idle_vm_hours * 3600.0 + 1e-6)
+            # One member more would break some day ending within it.
+            doc['spend'][-1][1] = room + 1
+            self.assertTrue(any(
+                demand.spent(doc, now + x) > budget.idle_vm_hours * 3600.0
+                for x in range(0, int(horizon) + 1, 10)))

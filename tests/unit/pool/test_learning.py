@@ -110,6 +110,19 @@ class PolicyTest(testcase.TestCase):
                                  policy.targets(self.doc, NOW, {})[1])
         self.assertEqual(1, len(logs.records))   # said once, not each round
 
+    def test_a_member_alive_gives_its_place_to_one_worth_more(self):
+        """No claim to a place: WARM's member goes when HOT's is worth more.
+
+        One member allowed, WARM's warm: HOT is asked for far more, so
+        WARM's member is retired now and HOT's made once it is gone.
+        """
+        policy = self.policy(budget_members=1, budget_idle_vm_hours=24.0)
+        granted, targets = policy.targets(self.doc, NOW, {WARM.key: 1})
+        self.assertEqual({HOT.key: 1}, granted.members)
+        self.assertEqual({WARM.key: 0, HOT.key: 0}, targets)
+        _granted, targets = policy.targets(self.doc, NOW + 60.0, {})
+        self.assertEqual({HOT.key: 1}, targets)
+
     def test_operator_pools_are_left_alone_and_count_first(self):
         policy = self.policy()
         granted, targets = policy.targets(self.doc, NOW, {},
@@ -178,12 +191,18 @@ class DailyBudgetTest(testcase.TestCase):
     def test_what_the_day_spent_bounds_what_is_held(self):
         at = 3 * demand.DAY + 18.5 * 3600.0
         doc = dict(self.doc)
-        # All but 10 s of the 48 VM-hours spent over the last day: no
-        # member can be kept a round and a build more (65 s).
-        doc['spend'] = [[at - 24 * 3600.0 + 5.0, 2], [at, 0]]
+        # The 48 VM-hours all spent over the last 20 hours: none of it
+        # leaves the day within a round and a build (65 s), so no member
+        # can be kept that long.
+        doc['spend'] = [[at - 20 * 3600.0, 2], [at - 4 * 3600.0, 4],
+                        [at, 0]]
         self.assertEqual(0, self.members(at, doc))
         _granted, targets = self.policy.targets(doc, at, {})
         self.assertEqual(0, sum(targets.values()))
+        # All but 10 s of them spent evenly over the day: what leaves it
+        # within 65 s (2 members' time from 5 s on) makes room for 2.
+        doc['spend'] = [[at - 24 * 3600.0 + 5.0, 2], [at, 0]]
+        self.assertEqual(2, self.members(at, doc))
         # Spent long ago (a day and more): the room is back.
         doc['spend'] = [[at - 3 * demand.DAY, 48], [at - demand.DAY, 0]]
         self.assertGreater(self.members(at, doc), 0)
