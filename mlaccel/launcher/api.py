@@ -156,6 +156,8 @@ class Launch:
                                                 group_id))
             self.provisioner.create(image_id, flavor_id, group_id)
             self.provisioner.wait_ready()
+            if self.warm_pool is not None:
+                self.warm_pool.ready(self)
             self._run_tasks()
             failed = [vm for vm in self.vms
                       if vm.task.get('state') != SUCCEEDED]

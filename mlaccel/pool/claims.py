@@ -94,6 +94,8 @@ class Claimer:
         self.project_id = project_id or project_of(conn)
         self.demand = demand
         self._asks = {}   # launch id -> its PoolSpec, until finish()
+        # launch id -> names of its VMs whose fresh overhead is recorded
+        self._recorded = {}
         self._asks_lock = threading.Lock()
 
     def spec_for(self, launch, image_id, flavor_id, group_id):
@@ -268,19 +270,34 @@ class Claimer:
                     'and creating a fresh VM in its place', member.server_id)
         self._forget(member.pool, [{'server_id': member.server_id}])
 
+    def ready(self, launch):
+        """Record the fresh overhead of the launch's VMs created fresh.
+
+        Called once they are warm, before the tasks run: the manager can
+        weigh their key while the first task of it is still running (a
+        task of hours would otherwise hide its key for hours). Each VM is
+        recorded once; :meth:`finish` records those not recorded yet.
+        """
+        with self._asks_lock:
+            spec = self._asks.get(launch.launch_id)
+            done = self._recorded.setdefault(launch.launch_id, set())
+            vms = [vm for vm in launch.vms
+                   if not vm.pooled and vm.ready is not None
+                   and vm.requested is not None and vm.name not in done]
+            done.update(vm.name for vm in vms)
+        if spec is not None and vms:
+            self._record(spec.project_id, 'record_fresh', spec,
+                         [vm.ready.received_at - vm.requested for vm in vms])
+
     def finish(self, launch):
         """Return or delete the launch's pooled members.
 
         :returns: ``{'returned': [ids], 'retired': [ids]}``.
         """
+        self.ready(launch)
         with self._asks_lock:
-            spec = self._asks.pop(launch.launch_id, None)
-        fresh = [vm.ready.received_at - vm.requested for vm in launch.vms
-                 if not vm.pooled and vm.ready is not None
-                 and vm.requested is not None]
-        if spec is not None and fresh:
-            self._record(spec.project_id, 'record_fresh', spec,
-                         fresh)
+            self._asks.pop(launch.launch_id, None)
+            self._recorded.pop(launch.launch_id, None)
         pooled = [vm for vm in launch.vms if vm.pooled]
         if not pooled:
             return {}

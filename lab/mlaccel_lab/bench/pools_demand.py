@@ -56,6 +56,7 @@ ratio is the one at equal member VM-seconds, at the default budget.
 import argparse
 import collections
 import dataclasses
+import heapq
 import math
 
 from oslo_config import cfg
@@ -149,6 +150,9 @@ class Replay:
         building = collections.defaultdict(list)   # key -> [created]
         leads = {}                                  # measured, by key
         doc = demand.empty(PROJECT)
+        # (when, key, VMs): fresh overheads the launcher records once its
+        # fresh VMs are warm.
+        self._warming = []
         budget = learning.budget_of(self.group)
         day = collections.deque()   # (round, members alive after it)
         out = Outcome()
@@ -159,6 +163,9 @@ class Replay:
             while i < len(self.tasks) and self.tasks[i].arrival < now:
                 self._arrive(self.tasks[i], ready, building, leads, doc, out)
                 i += 1
+            while self._warming and self._warming[0][0] < now:
+                _when, key, vms = heapq.heappop(self._warming)
+                demand.add_fresh(doc, key, [self.fresh] * vms)
             alive = {}
             for key in set(ready) | set(building):
                 self._promote(ready, building, leads, key, now)
@@ -218,9 +225,12 @@ class Replay:
                     out.partial_tasks += 1
                 else:
                     out.missed_tasks += 1
-        # As the launcher records it: the ask, then each fresh VM's overhead.
+        # As the launcher records it: the ask, then, once they are warm,
+        # each fresh VM's overhead.
         demand.add_ask(doc, spec, task.vms, got, task.arrival)
-        demand.add_fresh(doc, key, [self.fresh] * (task.vms - got))
+        if task.vms > got:
+            heapq.heappush(self._warming, (task.arrival + self.fresh, key,
+                                           task.vms - got))
         demand.prune(doc, task.arrival, self.group.demand_records,
                      self.group.demand_max_age)
 

@@ -43,7 +43,7 @@ volumes: see :meth:`Cluster._prewarmed`); the agent publishes
 warm; a member's daemon always preloads, and a claimed member
 skips scheduling, creation, boot and preload. Warm pools are *learned*, as
 the shipped pool manager learns them: each launch records its ask (and,
-when it ends, the fresh overhead of its VMs made fresh) in a demand
+once its VMs are warm, the fresh overhead of those made fresh) in a demand
 document with :mod:`mlaccel.pool.demand`'s functions; every ``interval``
 of the ``[mlaccel_pool]`` options the simulated manager runs
 :class:`mlaccel.pool.learning.Policy` on it (the code
@@ -389,7 +389,12 @@ class Cluster:
             observed['ready_received'] = self.env.now
         return host, observed, facts
 
-    def _vm(self, task, index, member, results):
+    def _vm(self, task, index, member, results, ready):
+        """One VM of ``task``.
+
+        ``ready`` succeeds once the VM is warm, as the launcher sees it,
+        with its fresh overhead (None for a member).
+        """
         image = self.workload.image(task.image)
         if member is None:
             host, observed, facts = yield from self._fresh_vm(
@@ -402,8 +407,13 @@ class Cluster:
             host, observed, facts, pool = member
             observed = {'claimed': self.env.now}
             start = self.env.timeout(self.cal.warm_start_seconds)
+            ready.succeed(None)
+        if pool is None and 'ready_received' in observed:
+            ready.succeed(observed['ready_received'] - observed['requested'])
         yield start
         observed['first_step_at'] = self.env.now
+        if not ready.triggered:   # no daemon: warm at its first step
+            ready.succeed(self.env.now - observed['requested'])
         yield self.env.timeout(task.steps * self.cal.step_seconds)
         observed['finished_at'] = self.env.now
         host.free += 1
@@ -419,17 +429,13 @@ class Cluster:
         pooled = self.arm.on(arms.POOL)
         members = self._claim(task) if pooled else []
         vms = [None] * task.vms
+        ready = [self.env.event() for _ in range(task.vms)]
         procs = [self.env.process(self._vm(
-            task, i, members[i] if i < len(members) else None, vms))
-            for i in range(task.vms)]
-        yield self.env.all_of(procs)
+            task, i, members[i] if i < len(members) else None, vms,
+            ready[i])) for i in range(task.vms)]
         if pooled and not self.prefill:
-            # As the launcher records it when the launch ends.
-            demand.add_fresh(self.demand, self._spec(task).key, [
-                vm['observed'].get('ready_received',
-                                   vm['observed']['first_step_at'])
-                - vm['observed']['requested'] for vm in vms
-                if vm['pool'] is None])
+            self.env.process(self._record_fresh(task, ready))
+        yield self.env.all_of(procs)
         if not self.keep_records:
             return
         request = {'image': task.image, 'count': task.vms, 'boot': task.boot,
@@ -440,6 +446,12 @@ class Cluster:
             'succeeded'), task, arrival)
         self.records.append(record)
         done(record)
+
+    def _record_fresh(self, task, ready):
+        """As the launcher records it: once all the launch's VMs are warm."""
+        overheads = yield self.env.all_of(ready)
+        demand.add_fresh(self.demand, self._spec(task).key, [
+            s for s in overheads.values() if s is not None])
 
     # Warm pools
 

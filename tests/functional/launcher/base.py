@@ -42,6 +42,7 @@ IMAGE = '155d900f-4e14-4e4c-a73d-069cbf4541e6'  # nova's GlanceFixture image1
 FLAVOR = 'm1.tiny'
 ECHO = 'tests.functional.launcher.tasks:echo'
 FAIL = 'tests.functional.launcher.tasks:fail'
+WAIT_FOR_FILE = 'tests.functional.launcher.tasks:wait_for_file'
 
 
 class LauncherTestCase(integrated_helpers.ProviderUsageBaseTestCase):

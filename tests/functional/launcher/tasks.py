@@ -13,6 +13,7 @@
 """Small tasks the functional tests submit to the guests' task daemons."""
 
 import os
+import time
 
 from mlaccel import tasks
 
@@ -27,3 +28,14 @@ def fail(args):
     """A task whose training loop crashes."""
     tasks.report_first_step()
     raise RuntimeError('injected task failure')
+
+
+def wait_for_file(args):
+    """Report a first step, then run until ``args['path']`` exists."""
+    tasks.report_first_step()
+    deadline = time.monotonic() + args.get('timeout', 60.0)
+    while not os.path.exists(args['path']):
+        if time.monotonic() > deadline:
+            raise RuntimeError('%s never appeared' % args['path'])
+        time.sleep(0.05)
+    return {'path': args['path']}

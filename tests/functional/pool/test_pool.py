@@ -118,6 +118,40 @@ class PoolTest(pool_base.PoolTestCase):
         # Only the VM created fresh adds a sample.
         self.assertEqual(3, doc['keys'][self.key]['fresh_samples'])
 
+    def test_fresh_overhead_is_recorded_while_the_task_runs(self):
+        """A key is weighed while its first task still runs.
+
+        The task runs until the test lets it end: the fresh VM's overhead
+        is in the demand record before that, and counted once.
+        """
+        log = demand.DemandLog(self.store)
+        go = os.path.join(self.useFixture(
+            pool_base.fixtures.TempDir()).path, 'go')
+        results = []
+        worker = threading.Thread(target=lambda: results.append(api.launch(
+            self.conn, base.IMAGE, base.FLAVOR, 1, base.WAIT_FOR_FILE,
+            {'path': go}, preload=pool_base.PRELOAD,
+            warm_pool=self.claimer(), timeout=60,
+            **pool_base.LAUNCH_OPTIONS)), daemon=True)
+        worker.start()
+        self.addCleanup(worker.join, 60.0)
+        self.addCleanup(lambda: open(go, 'a').close())
+
+        def recorded():
+            entry = log.read(pool_base.nova_fixtures.PROJECT_ID)[
+                'keys'].get(self.key)
+            return entry is not None and entry['fresh_samples']
+        self._wait_until(recorded, 'the fresh overhead recorded')
+        self.assertTrue(worker.is_alive(), 'the task ended already')
+        open(go, 'a').close()
+        worker.join(60.0)
+        self.assertEqual('succeeded', results[0]['outcome'],
+                         results[0]['error'])
+        entry = log.read(pool_base.nova_fixtures.PROJECT_ID)['keys'][
+            self.key]
+        self.assertEqual(1, entry['fresh_samples'])
+        self.assertGreater(entry['fresh_overhead_s'], 0)
+
     def test_sized_from_demand_and_shrinks_when_it_falls(self):
         self.create_pool(0, 5)
         now = time.time()
