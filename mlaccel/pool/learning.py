@@ -245,14 +245,10 @@ class Learner:
 
     :param visible: ``callable(image_id) -> bool``, whether the project
         can boot the image (Glance shows it to the project).
-    :param building: ``callable(key) -> int``, members of a pool being
-        built (its manager's :meth:`~mlaccel.pool.manager.PoolManager.
-        building`): a pool is not retired while any is.
     """
 
-    def __init__(self, store, conf, project_id, visible, building=None):
+    def __init__(self, store, conf, project_id, visible):
         self.store = store
-        self.building = building or (lambda key: 0)
         self.group = conf.mlaccel_pool
         self.log = pool_demand.DemandLog.from_conf(store, conf)
         self.project_id = project_id
@@ -326,7 +322,7 @@ class Learner:
             if not is_learned(state):
                 return
             state['learned_target'] = target
-            empty = not state['members'] and not self.building(key)
+            empty = not state['members']
         if target <= 0 and empty:
             try:
                 self.store.delete(key)

@@ -290,7 +290,7 @@ class PoolManager:
                 'the project of the manager\'s credentials is unknown')
         if self._learner is None or self._learner.project_id != project:
             self._learner = learning.Learner(self.store, self.conf, project,
-                                             self._visible, self.building)
+                                             self._visible)
         return self._learner
 
     def _image_visible(self, image_id):
@@ -539,12 +539,6 @@ class PoolManager:
                 with self.store.transaction(key) as state:
                     rounds = self._add_members(state, made, lost, stopped,
                                                extra)
-            except pool_store.NoSuchPool:
-                # Removed while they were built: nobody would tend them.
-                LOG.info('Pool %s was removed while %d member(s) were '
-                         'built: deleting them', key, len(made))
-                made, failed = [], 0
-                extra = [m['server_id'] for m in built if isinstance(m, dict)]
             finally:
                 self._count(key, -count)
         for server_id in extra:

@@ -335,31 +335,3 @@ class CloudBudgetTest(testcase.TestCase):
         learner = self.learners(cloud_budget_members=4)[0]
         learner.plan(now=NOW)
         self.assertEqual(1, self.held()['proj-a'])
-
-
-class RetirementTest(testcase.TestCase):
-    """A learned pool no longer asked for, on a real pool store."""
-
-    def setUp(self):
-        super().setUp()
-        self.useFixture(fixtures.FakeLogger(name='mlaccel'))
-        self.store = pool_store.PoolStore(os.path.join(
-            self.useFixture(fixtures.TempDir()).path, 'pools'))
-        state = pool_store.new_state(HOT, 0, 5, 1)
-        state['origin'] = learning.LEARNED
-        state['learned_target'] = 1
-        with self.store.transaction(HOT.key, create=state):
-            pass
-
-    def plan(self, building):
-        learning.Learner(self.store, configured(self), PROJECT,
-                         lambda image_id: True,
-                         building=building).plan(now=NOW)
-
-    def test_not_retired_while_its_members_are_being_built(self):
-        # No demand recorded: the pool is granted nothing.
-        self.plan(lambda key: 1 if key == HOT.key else 0)
-        self.assertEqual([HOT.key], self.store.keys())
-        self.assertEqual(0, self.store.read(HOT.key)['learned_target'])
-        self.plan(lambda key: 0)
-        self.assertEqual([], self.store.keys())
