@@ -49,8 +49,11 @@ of the ``[mlaccel_pool]`` options the simulated manager runs
 :class:`mlaccel.pool.learning.Policy` on it (the code
 ``python -m mlaccel_lab.bench pools-demand`` replays), makes a pool for a
 key the policy grants members, builds members (a fresh VM each: the
-simulated lead time) and retires idle ones the policy no longer wants. It
-knows only what a manager would: nothing of the workload's future. With
+simulated lead time) and retires idle ones the policy no longer wants. As
+the shipped manager's refill does, a round waits for its builds, pool by
+pool (at most ``refill_parallelism`` of a pool at once), and the next round
+starts ``interval`` after it ends: a pool's slow build delays the others'.
+It knows only what a manager would: nothing of the workload's future. With
 ``prefill`` (the old experiment "with foresight", not a default anywhere)
 there is instead one pool per key of the workload, sized between the
 workload's bounds by Little's law (:mod:`mlaccel.pool.sizing`) and filled
@@ -488,23 +491,33 @@ class Cluster:
         self.costs['pool_idle_vm_seconds'] += self.env.now - ready
         self.costs['pool_member_vm_seconds'] += self.env.now - created
 
-    def _member(self, pool):
+    def _member(self, pool, slots=None):
+        """Build one member of ``pool``, in one of ``slots`` if given."""
         image = self.workload.image(pool.image)
         began = self.env.now
         pool.building.append(began)
-        host, observed, facts = yield from self._fresh_vm(
-            image, pool.boot, True)
+        if slots is None:
+            host, observed, facts = yield from self._fresh_vm(
+                image, pool.boot, True)
+        else:
+            with slots.request() as slot:
+                yield slot
+                host, observed, facts = yield from self._fresh_vm(
+                    image, pool.boot, True)
         pool.building.remove(began)
         pool.lead = sizing.lead_time(pool.lead, self.env.now - began)
         pool.idle.append(((host, observed, facts, pool.name), began,
                           self.env.now))
 
-    def _resize(self, pool, target):
+    def _resize(self, pool, target, parallelism=None):
         """Build or retire members towards ``target`` alive; the builds.
 
         Only idle members are retired: one being built is let finish.
+        ``parallelism``: at most this many of the builds at once.
         """
-        builds = [self.env.process(self._member(pool))
+        slots = None if parallelism is None else simpy.Resource(
+            self.env, capacity=parallelism)
+        builds = [self.env.process(self._member(pool, slots))
                   for _ in range(target - pool.alive)]
         retired = pool.idle[:max(0, min(pool.alive - target,
                                         len(pool.idle)))]
@@ -515,10 +528,12 @@ class Cluster:
         return builds
 
     def _learner(self):
-        """The pool manager's learning, every ``interval`` of the options.
+        """The pool manager's rounds, ``interval`` apart.
 
-        Members alive (idle and being built) and measured lead times go to
-        the policy with the demand recorded so far, as in the lab's replay.
+        A round plans: members alive and measured lead times go to the
+        policy with the demand recorded so far, as in the lab's replay.
+        Then it tends the pools one by one and waits for each one's builds,
+        as the manager's refill does, before the next.
         """
         policy = learning.Policy(self.options, pools_demand.PROJECT,
                                  lambda image_id: True)
@@ -527,14 +542,20 @@ class Cluster:
                 self.demand, self.env.now,
                 {key: pool.alive for key, pool in self.pools.items()},
                 {key: pool.lead for key, pool in self.pools.items()})
-            for key, target in sorted(targets.items()):
+            for key, target in targets.items():
                 if key not in self.pools and target > 0:
                     self.pools[key] = _Pool(demand.spec_of(self.demand, key))
-                if key in self.pools:
-                    self._resize(self.pools[key], target)
-            # As the manager records the day's spend.
+            # As the manager records the day's spend: what each pool holds
+            # or is being given.
             demand.add_spend(self.demand, self.env.now, sum(
-                pool.alive for pool in self.pools.values()))
+                max(pool.alive, targets.get(key, 0))
+                for key, pool in self.pools.items()))
+            for key, target in sorted(targets.items()):
+                if key in self.pools:
+                    builds = self._resize(self.pools[key], target,
+                                          self.options.refill_parallelism)
+                    if builds:
+                        yield self.env.all_of(builds)
             yield self.env.timeout(self.options.interval)
 
     def _default_lead(self, image):

@@ -300,6 +300,34 @@ class TestLearnedPools(testcase.TestCase):
         # One member alive at most: never more member time than the run.
         self.assertLessEqual(idle[1], 400.0 + 60.0)
 
+    def test_a_round_waits_for_each_pool_s_builds_before_the_next(self):
+        # As the shipped manager's refill: one pool's members are built
+        # (at most refill_parallelism at once) before another pool's start.
+        made = make([(10.0 * i, image, 2, wl.IMAGE) for i in range(40)
+                     for image in ('img', 'other')])
+        cluster = simulator.Cluster(
+            calib(), arms.only(arms.POOL), made,
+            pool_options=simulator.learned_options(
+                budget_members=8, refill_parallelism=1))
+        builds = []
+        real = simulator.Cluster._member
+
+        def member(self, pool, *slots):
+            yield from real(self, pool, *slots)
+            (_host, observed, _facts, name), _began, ready = pool.idle[-1]
+            builds.append((observed['requested'], ready, name))
+
+        with mock.patch.object(simulator.Cluster, '_member', member):
+            cluster.run()
+        self.assertEqual({'img/image', 'other/image'},
+                         {name for _, _, name in builds})
+        # Asked for one by one: each member's VM is requested once the one
+        # before it is warm.
+        requested = sorted(builds)
+        for before, after in zip(requested, requested[1:]):
+            self.assertGreaterEqual(after[0], before[1] - 1e-9,
+                                    (before, after))
+
     def test_stated_options_override_the_shipped_ones(self):
         options = simulator.learned_options(learn_max_size=3, interval=60.0)
         self.assertEqual(3, options.learn_max_size)
