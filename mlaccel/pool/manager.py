@@ -31,12 +31,20 @@ round, for each pool of its project in the store:
    oldest idle first. A failed create (no capacity, over quota, a failed
    build) stops the pool's growth for a while (:func:`backoff`).
 
+The service's rounds never wait for a build: members are built in the
+background (a refill ``refill_parallelism`` at a time), counted towards
+their pool's size while they are, so a build of minutes delays no other
+pool's refill, no health check and no learning. A server of a pool
+with builds in flight is not taken for an orphan (it is in Nova before it
+is in the store); the next round without builds judges it.
+
 Idle VM-seconds are counted once, when a member stops being idle (claimed
 or deleted); ``idle_vm_s / tasks_served`` is the idle cost per task served.
 Changes go through :meth:`mlaccel.pool.store.PoolStore.transaction`, so a
 manager killed at any point leaves nothing counted twice.
 """
 
+import collections
 import concurrent.futures
 import threading
 import time
@@ -137,6 +145,15 @@ class PoolManager:
         self.stop_event = threading.Event()
         self._learner = None
         self._visible = image_visible or self._image_visible
+        # Members being built, by pool key, and the threads building them.
+        # A pool's lock orders this manager's own changes to it: a member
+        # recorded between a reconcile's listing and its reading of the
+        # store would be taken for one Nova lost.
+        self._guard = threading.Lock()
+        self._building = collections.Counter()
+        self._builders = set()
+        self._pool_locks = collections.defaultdict(threading.Lock)
+        self._listener_lock = threading.Lock()
 
     # -- leadership ------------------------------------------------------
 
@@ -179,15 +196,17 @@ class PoolManager:
     # -- the service -----------------------------------------------------
 
     def _listener(self):
-        if self.listener is None:
-            opts = self.conf.mlaccel_launcher
-            self.listener = ready_listener.ReadinessListener(
-                self.launch_options.get('listen_host', opts.listen_host),
-                self.launch_options.get('listen_port', opts.listen_port),
-                self.launch_options.get('callback_host', opts.callback_host),
-                cert_file=opts.tls_cert_file, key_file=opts.tls_key_file)
-        self.listener.start()
-        return self.listener
+        with self._listener_lock:
+            if self.listener is None:
+                opts = self.conf.mlaccel_launcher
+                self.listener = ready_listener.ReadinessListener(
+                    self.launch_options.get('listen_host', opts.listen_host),
+                    self.launch_options.get('listen_port', opts.listen_port),
+                    self.launch_options.get('callback_host',
+                                            opts.callback_host),
+                    cert_file=opts.tls_cert_file, key_file=opts.tls_key_file)
+            self.listener.start()
+            return self.listener
 
     def run(self):
         """Tend the pools every ``interval`` seconds until :meth:`stop`."""
@@ -197,6 +216,8 @@ class PoolManager:
         try:
             loop.run()
         finally:
+            # The builds see the stop and delete their VMs.
+            self.wait_builds()
             self.resign()
             if self._own_listener and self.listener is not None:
                 self.listener.stop()
@@ -212,13 +233,15 @@ class PoolManager:
 
     def _round(self):
         if self.is_leader():
-            self.run_once()
+            self.run_once(wait=False)
 
-    def run_once(self):
+    def run_once(self, wait=True):
         """One round over every pool; a failing pool does not stop others.
 
         With ``[mlaccel_pool] learn``, the learned pools are planned first
-        (made, given their targets, retired).
+        (made, given their targets, retired). Every pool's builds start
+        before any is waited for; with ``wait`` the round returns once they
+        are done, else they go on in the background (the service's rounds).
         """
         if self.group.learn:
             try:
@@ -231,16 +254,21 @@ class PoolManager:
                 LOG.exception('Planning the learned pools failed')
         for key in self.store.keys():
             if self.stop_event.is_set():
-                return
+                break
             try:
-                self.tend(key)
+                self.tend(key, wait=False)
             except pool_store.PoolUnavailable as exc:
                 LOG.warning('Pool %s skipped this round: %s', key, exc)
             except Exception:
                 LOG.exception('Tending pool %s failed', key)
+        if wait:
+            self.wait_builds()
 
-    def tend(self, key):
-        """Reconcile, check and size pool ``key``; False if not ours."""
+    def tend(self, key, wait=True):
+        """Reconcile, check and size pool ``key``; False if not ours.
+
+        ``wait``: see :meth:`resize`.
+        """
         why = self._not_ours(key)
         if why is not None:
             if self._skipped.get(key) != why:
@@ -250,7 +278,7 @@ class PoolManager:
         self._skipped.pop(key, None)
         self.reconcile(key)
         self.check(key)
-        self.resize(key)
+        self.resize(key, wait=wait)
         return True
 
     def learner(self):
@@ -294,6 +322,10 @@ class PoolManager:
 
     def reconcile(self, key):
         """Make the store and Nova agree; return what changed."""
+        with self._pool_lock(key):
+            return self._reconcile(key)
+
+    def _reconcile(self, key):
         listed = self._listed(key)
         now = time.time()
         dropped, orphans, expired = [], [], []
@@ -310,10 +342,12 @@ class PoolManager:
                 pool_store.end_idle(state, member, now)
                 del state['members'][server_id]
                 state['stats']['deleted'] += 1
-            orphans = [sid for sid, s in listed.items()
-                       if sid not in state['members']
-                       and s.status not in ('DELETED', 'SOFT_DELETED')
-                       and s.task_state != 'deleting']
+            # A member being built is in Nova before it is in the store.
+            orphans = [] if self.building(key) else [
+                sid for sid, s in listed.items()
+                if sid not in state['members']
+                and s.status not in ('DELETED', 'SOFT_DELETED')
+                and s.task_state != 'deleting']
         for server_id in expired + orphans + [
                 sid for sid in dropped if sid in listed]:
             pool_members.delete(self.conn, server_id)
@@ -363,39 +397,114 @@ class PoolManager:
 
     # -- size ------------------------------------------------------------
 
-    def resize(self, key):
-        """Create or delete idle members to reach the target size."""
+    def resize(self, key, wait=True):
+        """Create or delete idle members to reach the target size.
+
+        Members being built count towards it. With ``wait``, returns once
+        the builds it starts are done; else they go on in the background
+        (:meth:`wait_builds`). Returns the members it started building, or
+        minus those it deleted.
+        """
         now = time.time()
         surplus = []
-        with self.store.transaction(key) as state:
+        missing = 0
+        with self._pool_lock(key), self.store.transaction(key) as state:
             state['stats']['arrivals'] = sizing.prune(
                 state['stats']['arrivals'], now,
                 max(self.group.arrival_window, 1.0))
             size = target(state, self.group, now)
             idle = pool_store.members(state, pool_store.IDLE)
-            missing = size - len(idle)
-            if missing < 0:
-                for member in idle[:-missing]:
+            if len(idle) > size:
+                for member in idle[:len(idle) - size]:
                     pool_store.end_idle(state, member, now)
                     del state['members'][member['server_id']]
                     state['stats']['deleted'] += 1
                     surplus.append(member['server_id'])
+            missing = size - len(idle) - self.building(key)
             spec = pool_store.spec_of(state)
+            if missing > 0:
+                # Counted before the builds start: the next round sees them.
+                self._count(key, missing)
         for server_id in surplus:
             pool_members.delete(self.conn, server_id)
         if missing > 0:
-            self.refill(key, spec, missing)
-        return missing
+            if wait:
+                self.refill(key, spec, missing, counted=True)
+            else:
+                self._refill_in_background(key, spec, missing)
+        return missing if missing > 0 else -len(surplus)
 
-    def refill(self, key, spec, count):
+    def building(self, key):
+        """Members of pool ``key`` this manager is building now."""
+        with self._guard:
+            return self._building[key]
+
+    def wait_builds(self):
+        """Return once every build started in the background is done."""
+        while True:
+            with self._guard:
+                builders = list(self._builders)
+            if not builders:
+                return
+            for thread in builders:
+                thread.join()
+
+    def _count(self, key, change):
+        with self._guard:
+            self._building[key] += change
+            if self._building[key] <= 0:
+                del self._building[key]
+
+    def _pool_lock(self, key):
+        with self._guard:
+            return self._pool_locks[key]
+
+    def _refill_in_background(self, key, spec, count):
+        def run():
+            try:
+                self.refill(key, spec, count, counted=True)
+            except Exception:
+                LOG.exception('Refilling pool %s failed', key)
+            finally:
+                with self._guard:
+                    self._builders.discard(thread)
+
+        thread = threading.Thread(target=run, name='mlaccel-pool-refill')
+        with self._guard:
+            self._builders.add(thread)
+        try:
+            thread.start()
+        except BaseException:
+            with self._guard:
+                self._builders.discard(thread)
+            self._count(key, -count)
+            raise
+
+    def refill(self, key, spec, count, counted=False):
         """Create ``count`` members; return how many became warm.
 
         A build that fails, or that :meth:`stop` ends, leaves no VM behind
         (:func:`mlaccel.pool.members.build`); a failure backs the pool off,
-        a stop does not.
+        a stop does not. The builds count in :meth:`building` until their
+        members are in the store (``counted``: the caller counted them).
+        """
+        if not counted:
+            self._count(key, count)
+        try:
+            built, stopped = self._build(key, spec, count)
+        except BaseException:
+            self._count(key, -count)
+            raise
+        return self._record(key, count, built, stopped)
+
+    def _build(self, key, spec, count):
+        """Build ``count`` members at once; ``(built, stopped)``.
+
+        ``built``: per build, its member's record, or the seconds a failed
+        one cost; ``stopped``: the seconds of each build a stop ended.
         """
         listener = self._listener()
-        stopped = []   # seconds of the builds a stop of the manager ended
+        stopped = []
 
         def one(_):
             started = time.monotonic()
@@ -417,38 +526,21 @@ class PoolManager:
         with concurrent.futures.ThreadPoolExecutor(
                 min(count, self.group.refill_parallelism),
                 thread_name_prefix='mlaccel-pool-build') as workers:
-            built = list(workers.map(one, range(count)))
+            return list(workers.map(one, range(count))), stopped
+
+    def _record(self, key, count, built, stopped):
+        """Put the built members in the store; they stop counting as built."""
         made = [m for m in built if isinstance(m, dict)]
         lost = [s for s in built if isinstance(s, float)]
         failed = len(lost)
         extra = []
-        with self.store.transaction(key) as state:
-            stats = state['stats']
-            # A failed build's seconds are member VM-seconds too.
-            stats['failed_build_vm_s'] = stats.get(
-                'failed_build_vm_s', 0.0) + sum(lost)
-            stats['build_vm_s'] = stats.get('build_vm_s', 0.0) + sum(
-                lost) + sum(stopped)
-            for member in made:
-                if len(pool_store.members(state, pool_store.IDLE)) >= \
-                        state['bounds']['max']:
-                    extra.append(member['server_id'])  # bounds lowered
-                    continue
-                lead = member.pop('lead_time_s')
-                stats['lead_time_s'] = sizing.lead_time(
-                    stats['lead_time_s'], lead)
-                # Its VM-seconds before it was warm: build, boot, preload.
-                stats['build_vm_s'] = stats.get('build_vm_s', 0.0) + lead
-                state['members'][member['server_id']] = member
-                stats['created'] += 1
-            if failed:
-                stats['create_failures'] += failed
-                rounds = stats.get('failed_rounds', 0) + 1
-                pause = backoff(self.group, rounds)
-                stats['failed_rounds'] = rounds
-                stats['capacity_until'] = time.time() + pause
-            else:
-                stats['failed_rounds'] = 0
+        with self._pool_lock(key):
+            try:
+                with self.store.transaction(key) as state:
+                    rounds = self._add_members(state, made, lost, stopped,
+                                               extra)
+            finally:
+                self._count(key, -count)
         for server_id in extra:
             pool_members.delete(self.conn, server_id)
         if stopped:
@@ -457,5 +549,35 @@ class PoolManager:
         if failed:
             LOG.warning('Pool %s: %d of %d creations failed (%d refill(s) '
                         'in a row); the pool does not grow for %.0f s', key,
-                        failed, count, rounds, pause)
+                        failed, count, rounds,
+                        backoff(self.group, rounds))
         return len(made)
+
+    def _add_members(self, state, made, lost, stopped, extra):
+        """Record a refill in ``state``; the failed refills in a row."""
+        stats = state['stats']
+        # A failed build's seconds are member VM-seconds too.
+        stats['failed_build_vm_s'] = stats.get(
+            'failed_build_vm_s', 0.0) + sum(lost)
+        stats['build_vm_s'] = stats.get('build_vm_s', 0.0) + sum(
+            lost) + sum(stopped)
+        for member in made:
+            if len(pool_store.members(state, pool_store.IDLE)) >= \
+                    state['bounds']['max']:
+                extra.append(member['server_id'])  # bounds lowered
+                continue
+            lead = member.pop('lead_time_s')
+            stats['lead_time_s'] = sizing.lead_time(
+                stats['lead_time_s'], lead)
+            # Its VM-seconds before it was warm: build, boot, preload.
+            stats['build_vm_s'] = stats.get('build_vm_s', 0.0) + lead
+            state['members'][member['server_id']] = member
+            stats['created'] += 1
+        if lost:
+            stats['create_failures'] += len(lost)
+            stats['failed_rounds'] = stats.get('failed_rounds', 0) + 1
+            stats['capacity_until'] = time.time() + backoff(
+                self.group, stats['failed_rounds'])
+        else:
+            stats['failed_rounds'] = 0
+        return stats['failed_rounds']

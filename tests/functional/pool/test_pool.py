@@ -29,6 +29,7 @@ from mlaccel import conf as mlaccel_conf
 from mlaccel.launcher import api
 from mlaccel.pool import demand
 from mlaccel.pool import members as pool_members
+from mlaccel.pool import spec as pool_spec
 from mlaccel.pool import store as pool_store
 from mlaccel.taskd import client
 from mlaccel.taskd import protocol
@@ -286,6 +287,64 @@ class PoolTest(pool_base.PoolTestCase):
         self.assertGreater(state['stats']['build_vm_s'], 0)
         self.wait_servers(lambda found: not found, 'no server left')
 
+    def test_a_hung_build_holds_up_no_other_pool(self):
+        """A pool whose members never get warm delays no other pool.
+
+        Two pools; the members of the one the manager tends first hang
+        (ACTIVE, their guests never start: each build would wait its whole
+        ``build_timeout``, 600 s). The service's rounds go on: the other
+        pool gets its member, the hung builds are counted towards their
+        pool (no more are started however many rounds pass) and their
+        servers are not deleted as orphans. The stop ends the builds and
+        leaves no server.
+        """
+        self.flags(build_timeout=600.0, group='mlaccel_pool')
+        other = pool_spec.PoolSpec(
+            self.spec.project_id, self.spec.image_id, self.spec.flavor_id,
+            preload=['os'])
+        hung, served = sorted([self.spec, other], key=lambda s: s.key)
+        for spec, size in ((hung, 2), (served, 1)):
+            with self.store.transaction(spec.key, create=pool_store.new_state(
+                    spec, size, size, 3)):
+                pass
+        self.assertEqual([hung.key, served.key],
+                         [k for k in self.store.keys()
+                          if k in (hung.key, served.key)])
+        self.useFixture(pool_base.fixtures.MonkeyPatch(
+            'tests.functional.launcher.guest.SILENT_SPAWN',
+            _Prefix(pool_members.name_prefix(hung.key))))
+        manager = self.manager()
+        rounds = []
+        tend = manager.run_once
+        manager.run_once = lambda *args, **kwargs: (
+            rounds.append(1), tend(*args, **kwargs))
+        worker = threading.Thread(target=manager.run, daemon=True)
+        worker.start()
+        self.addCleanup(worker.join, 60.0)
+        self.addCleanup(manager.stop)
+        self._wait_until(
+            lambda: pool_store.members(self.store.read(served.key),
+                                       pool_store.IDLE),
+            'the other pool\'s member warm')
+        seen = len(rounds)
+        self._wait_until(lambda: len(rounds) >= seen + 5, 'five more rounds')
+        self.assertEqual(2, manager.building(hung.key))
+        self.assertEqual(2, len([
+            s for s in self.servers().values()
+            if s.name.startswith(pool_members.name_prefix(hung.key))]))
+        self.assertEqual({}, self.store.read(hung.key)['members'])
+        manager.stop()
+        worker.join(60.0)
+        self.assertFalse(worker.is_alive(), 'the manager did not stop')
+        self.assertEqual(0, manager.building(hung.key))
+        self.assertEqual(0, self.store.read(hung.key)['stats'][
+            'create_failures'])
+        self.wait_servers(
+            lambda found: not [s for s in found.values()
+                               if s.name.startswith(
+                                   pool_members.name_prefix(hung.key))],
+            'no server of the hung pool left')
+
     def test_dead_daemon_is_replaced_never_handed_out(self):
         self.create_pool(1, 1)
         manager = self.manager()
@@ -463,7 +522,7 @@ class PoolTest(pool_base.PoolTestCase):
         # Before, the manager tended every pool of its store, creating
         # members of another project's pool with its own credentials.
         self.create_pool(0, 1)
-        other = pool_base.pool_spec.PoolSpec(
+        other = pool_spec.PoolSpec(
             'other-project', base.IMAGE, self.spec.flavor_id,
             preload=pool_base.PRELOAD)
         with self.store.transaction(other.key, create=pool_store.new_state(
