@@ -245,10 +245,16 @@ class Learner:
 
     :param visible: ``callable(image_id) -> bool``, whether the project
         can boot the image (Glance shows it to the project).
+    :param lingering: ``callable(key) -> bool``, whether a pool without
+        members still has something of its own in the cloud (its manager's
+        :meth:`~mlaccel.pool.manager.PoolManager.lingering`: builds in
+        flight, servers in Nova): such a pool is not retired, so that its
+        manager goes on tending it until nothing of it is left.
     """
 
-    def __init__(self, store, conf, project_id, visible):
+    def __init__(self, store, conf, project_id, visible, lingering=None):
         self.store = store
+        self.lingering = lingering or (lambda key: False)
         self.group = conf.mlaccel_pool
         self.log = pool_demand.DemandLog.from_conf(store, conf)
         self.project_id = project_id
@@ -323,7 +329,7 @@ class Learner:
                 return
             state['learned_target'] = target
             empty = not state['members']
-        if target <= 0 and empty:
+        if target <= 0 and empty and not self.lingering(key):
             try:
                 self.store.delete(key)
                 LOG.info('Learned pool %s retired: no demand left', key)

@@ -36,7 +36,10 @@ background (a refill ``refill_parallelism`` at a time), counted towards
 their pool's size while they are, so a build of minutes delays no other
 pool's refill, no health check and no learning. A server of a pool
 with builds in flight is not taken for an orphan (it is in Nova before it
-is in the store); the next round without builds judges it.
+is in the store); the next round without builds judges it. A learned
+pool is retired only once it has no build in flight and Nova lists none of
+its servers (:meth:`PoolManager.lingering`): until then its rounds go on
+deleting what is left.
 
 Idle VM-seconds are counted once, when a member stops being idle (claimed
 or deleted); ``idle_vm_s / tasks_served`` is the idle cost per task served.
@@ -290,7 +293,7 @@ class PoolManager:
                 'the project of the manager\'s credentials is unknown')
         if self._learner is None or self._learner.project_id != project:
             self._learner = learning.Learner(self.store, self.conf, project,
-                                             self._visible)
+                                             self._visible, self.lingering)
         return self._learner
 
     def _image_visible(self, image_id):
@@ -439,6 +442,27 @@ class PoolManager:
         with self._guard:
             return self._building[key]
 
+    def lingering(self, key):
+        """Whether anything of pool ``key`` is in the cloud but its members.
+
+        Builds in flight, or servers Nova lists under the pool's name (an
+        orphan the next reconcile deletes, a member being deleted): a
+        learned pool is retired only once none is left, so nothing of it
+        outlives the manager's care. A listing that fails counts as one.
+        """
+        if self.building(key):
+            return True
+        try:
+            left = [s.id for s in self._listed(key).values()
+                    if s.status not in ('DELETED', 'SOFT_DELETED')]
+        except Exception as exc:
+            LOG.warning('Cannot list the servers of pool %s: %s', key, exc)
+            return True
+        if left:
+            LOG.info('Pool %s is not retired yet: Nova still lists its '
+                     'servers %s', key, left)
+        return bool(left)
+
     def wait_builds(self):
         """Return once every build started in the background is done."""
         while True:
@@ -539,6 +563,12 @@ class PoolManager:
                 with self.store.transaction(key) as state:
                     rounds = self._add_members(state, made, lost, stopped,
                                                extra)
+            except pool_store.NoSuchPool:
+                # Removed while they were built: nobody would tend them.
+                LOG.info('Pool %s was removed while %d member(s) were '
+                         'built: deleting them', key, len(made))
+                made, failed = [], 0
+                extra = [m['server_id'] for m in built if isinstance(m, dict)]
             finally:
                 self._count(key, -count)
         for server_id in extra:

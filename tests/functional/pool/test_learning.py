@@ -28,6 +28,7 @@ import fixtures
 
 from mlaccel.pool import demand
 from mlaccel.pool import learning
+from mlaccel.pool import members as pool_members
 from mlaccel.pool import store as pool_store
 from tests.functional.launcher import guest
 from tests.functional.pool import base as pool_base
@@ -98,6 +99,33 @@ class LearnedPoolTest(pool_base.PoolTestCase):
                          not self.state()['members'], 'the member to go')
         manager.run_once()
         self.assertEqual([], self.store.keys())
+        self.wait_servers(lambda found: not found, 'every server gone')
+
+    def test_retired_only_once_nova_lists_none_of_its_servers(self):
+        """A server under a retiring pool's name is deleted, not left.
+
+        The pool's member is gone, but a server under its name that the
+        store never held is still in Nova (a member whose manager died
+        between creating and recording it). Retiring the pool would leave
+        that server to nobody: the pool stays until its rounds deleted it.
+        """
+        self.launch(1)
+        manager = self.manager()
+        manager.run_once()
+        self.assertEqual(1, len(self.idle()))
+        self.age_the_demand(26 * 3600.0)
+        manager.run_once()
+        self.assertEqual({}, self.state()['members'])
+        lost = pool_members.build(self.conn, self.spec,
+                                  listener=self.listener, timeout=60,
+                                  **pool_base.LAUNCH_OPTIONS)
+        self.assertIn(lost['server_id'], self.servers())
+
+        def retired():
+            manager.run_once()
+            return not self.store.exists(self.key)
+
+        self._wait_until(retired, 'the pool to be retired')
         self.wait_servers(lambda found: not found, 'every server gone')
 
     def test_the_budget_is_never_exceeded(self):

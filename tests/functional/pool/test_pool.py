@@ -345,6 +345,23 @@ class PoolTest(pool_base.PoolTestCase):
                                    pool_members.name_prefix(hung.key))],
             'no server of the hung pool left')
 
+    def test_a_pool_removed_while_its_members_build_leaves_no_server(self):
+        """Members built for a pool removed meanwhile are deleted.
+
+        A learned pool is retired, or an operator deletes an empty pool,
+        while the manager builds members for it in the background: once
+        built, nobody would tend them, so the build deletes them.
+        """
+        self.create_pool(1, 1)
+        manager = self.manager()
+        self.assertEqual(1, manager.resize(self.key, wait=False))
+        self.assertEqual(1, manager.building(self.key))
+        self.store.delete(self.key)
+        manager.wait_builds()
+        self.assertEqual(0, manager.building(self.key))
+        self.assertEqual([], self.store.keys())
+        self.wait_servers(lambda found: not found, 'no server left')
+
     def test_dead_daemon_is_replaced_never_handed_out(self):
         self.create_pool(1, 1)
         manager = self.manager()

@@ -335,3 +335,31 @@ class CloudBudgetTest(testcase.TestCase):
         learner = self.learners(cloud_budget_members=4)[0]
         learner.plan(now=NOW)
         self.assertEqual(1, self.held()['proj-a'])
+
+
+class RetirementTest(testcase.TestCase):
+    """A learned pool no longer asked for, on a real pool store."""
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.FakeLogger(name='mlaccel'))
+        self.store = pool_store.PoolStore(os.path.join(
+            self.useFixture(fixtures.TempDir()).path, 'pools'))
+        state = pool_store.new_state(HOT, 0, 5, 1)
+        state['origin'] = learning.LEARNED
+        state['learned_target'] = 1
+        with self.store.transaction(HOT.key, create=state):
+            pass
+
+    def plan(self, lingering):
+        learning.Learner(self.store, configured(self), PROJECT,
+                         lambda image_id: True,
+                         lingering=lingering).plan(now=NOW)
+
+    def test_not_retired_while_anything_of_it_lingers(self):
+        # No demand recorded: the pool is granted nothing.
+        self.plan(lambda key: key == HOT.key)
+        self.assertEqual([HOT.key], self.store.keys())
+        self.assertEqual(0, self.store.read(HOT.key)['learned_target'])
+        self.plan(lambda key: False)
+        self.assertEqual([], self.store.keys())
