@@ -49,10 +49,9 @@ of the ``[mlaccel_pool]`` options the simulated manager runs
 :class:`mlaccel.pool.learning.Policy` on it (the code
 ``python -m mlaccel_lab.bench pools-demand`` replays), makes a pool for a
 key the policy grants members, builds members (a fresh VM each: the
-simulated lead time) and retires idle ones the policy no longer wants. As
-the shipped manager's refill does, a round waits for its builds, pool by
-pool (at most ``refill_parallelism`` of a pool at once), and the next round
-starts ``interval`` after it ends: a pool's slow build delays the others'.
+simulated lead time; at most ``refill_parallelism`` of a refill at once,
+counted towards the pool while they build, as the shipped manager builds
+them in the background) and retires idle ones the policy no longer wants.
 It knows only what a manager would: nothing of the workload's future. With
 ``prefill`` (the old experiment "with foresight", not a default anywhere)
 there is instead one pool per key of the workload, sized between the
@@ -528,12 +527,11 @@ class Cluster:
         return builds
 
     def _learner(self):
-        """The pool manager's rounds, ``interval`` apart.
+        """The pool manager's learning, every ``interval`` of the options.
 
-        A round plans: members alive and measured lead times go to the
-        policy with the demand recorded so far, as in the lab's replay.
-        Then it tends the pools one by one and waits for each one's builds,
-        as the manager's refill does, before the next.
+        Members alive (idle and being built) and measured lead times go to
+        the policy with the demand recorded so far, as in the lab's replay;
+        builds go on in the background, as the manager's do.
         """
         policy = learning.Policy(self.options, pools_demand.PROJECT,
                                  lambda image_id: True)
@@ -552,10 +550,8 @@ class Cluster:
                 for key, pool in self.pools.items()))
             for key, target in sorted(targets.items()):
                 if key in self.pools:
-                    builds = self._resize(self.pools[key], target,
-                                          self.options.refill_parallelism)
-                    if builds:
-                        yield self.env.all_of(builds)
+                    self._resize(self.pools[key], target,
+                                 self.options.refill_parallelism)
             yield self.env.timeout(self.options.interval)
 
     def _default_lead(self, image):
