@@ -173,6 +173,8 @@ class Cluster:
         self.workload = workload
         self.label = label
         self.rng = random.Random(seed)
+        #: The manager's rounds' phase: drawn apart from the hosts' choices.
+        self.phase = random.Random('rounds-%s' % seed)
         self.env = simpy.Environment()
         self.fluid = bandwidth.Fluid(self.env)
         limit = calibration.pacing_limit if arm.on(arms.AGENT) \
@@ -531,10 +533,14 @@ class Cluster:
 
         Members alive (idle and being built) and measured lead times go to
         the policy with the demand recorded so far, as in the lab's replay;
-        builds go on in the background, as the manager's do.
+        builds go on in the background, as the manager's do. The rounds
+        keep the manager's own clock, not the workload's: the first comes
+        at a time drawn (with the run's seed) within the first interval.
         """
         policy = learning.Policy(self.options, pools_demand.PROJECT,
                                  lambda image_id: True)
+        yield self.env.timeout(self.phase.uniform(0.0,
+                                                  self.options.interval))
         while True:
             _granted, targets = policy.targets(
                 self.demand, self.env.now,

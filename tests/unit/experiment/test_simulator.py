@@ -315,23 +315,44 @@ class TestLearnedPools(testcase.TestCase):
 
         def member(self, pool, *slots):
             yield from real(self, pool, *slots)
-            (_host, observed, _facts, name), _began, ready = pool.idle[-1]
-            builds.append((observed['requested'], ready, name))
+            (_host, observed, _facts, name), began, ready = pool.idle[-1]
+            # A refill's builds are asked for in the same round.
+            builds.append((observed['requested'], ready, name, began))
 
         with mock.patch.object(simulator.Cluster, '_member', member):
             cluster.run()
-        names = {name for _, _, name in builds}
-        self.assertEqual({'img/image', 'other/image'}, names)
+        self.assertEqual({'img/image', 'other/image'},
+                         {build[2] for build in builds})
 
         def overlap(one, other):
             return one[0] < other[1] and other[0] < one[1]
 
-        for name in names:
-            own = sorted(b for b in builds if b[2] == name)
+        refills = {build[2:] for build in builds}
+        self.assertLess(len(refills), len(builds))   # some of several
+        for refill in refills:
+            own = sorted(b for b in builds if b[2:] == refill)
             self.assertFalse(any(overlap(*pair)
                                  for pair in zip(own, own[1:])), own)
         self.assertTrue(any(overlap(one, other) for one in builds
                             for other in builds if one[2] != other[2]))
+
+    def test_the_rounds_keep_a_phase_of_their_own(self):
+        # The manager's rounds do not start with the workload's clock.
+        made = make([(0.0, 'img', 1, wl.IMAGE)])
+        firsts = set()
+        for seed in range(4):
+            cluster = simulator.Cluster(
+                calib(), arms.only(arms.POOL), made, seed=seed,
+                pool_options=simulator.learned_options(interval=5.0))
+            with mock.patch.object(simulator.learning.Policy, 'targets',
+                                   autospec=True, return_value=({}, {})
+                                   ) as targets:
+                cluster.run()
+            first = targets.call_args_list[0][0][2]
+            self.assertGreaterEqual(first, 0.0)
+            self.assertLess(first, 5.0)
+            firsts.add(first)
+        self.assertEqual(4, len(firsts))
 
     def test_stated_options_override_the_shipped_ones(self):
         options = simulator.learned_options(learn_max_size=3, interval=60.0)
