@@ -39,7 +39,8 @@ with builds in flight is not taken for an orphan (it is in Nova before it
 is in the store); the next round without builds judges it. A learned
 pool is retired only once it has no build in flight and Nova lists none of
 its servers (:meth:`PoolManager.lingering`): until then its rounds go on
-deleting what is left.
+deleting what is left. Builds a pool no longer needs are ended, as a stop
+ends them all; each deletes its VM.
 
 Idle VM-seconds are counted once, when a member stops being idle (claimed
 or deleted); ``idle_vm_s / tasks_served`` is the idle cost per task served.
@@ -155,6 +156,8 @@ class PoolManager:
         self._guard = threading.Lock()
         self._building = collections.Counter()
         self._builders = set()
+        # The cancel events of the builds in flight, by pool key.
+        self._cancels = collections.defaultdict(set)
         self._pool_locks = collections.defaultdict(threading.Lock)
         self._listener_lock = threading.Lock()
 
@@ -233,6 +236,15 @@ class PoolManager:
         through Nova before the round ends.
         """
         self.stop_event.set()
+        self._cancel()
+
+    def _cancel(self, key=None):
+        """End the builds in flight of pool ``key``, or of every pool."""
+        with self._guard:
+            events = [event for k, found in self._cancels.items()
+                      if key is None or k == key for event in found]
+        for event in events:
+            event.set()
 
     def _round(self):
         if self.is_leader():
@@ -424,10 +436,17 @@ class PoolManager:
                     state['stats']['deleted'] += 1
                     surplus.append(member['server_id'])
             missing = size - len(idle) - self.building(key)
+            if self.stop_event.is_set():
+                missing = 0
             spec = pool_store.spec_of(state)
             if missing > 0:
                 # Counted before the builds start: the next round sees them.
                 self._count(key, missing)
+        if size <= len(idle) and self.building(key):
+            # Its bounds or its target fell: none of its builds is needed.
+            LOG.info('Pool %s needs no more members: ending the %d build(s) '
+                     'in flight', key, self.building(key))
+            self._cancel(key)
         for server_id in surplus:
             pool_members.delete(self.conn, server_id)
         if missing > 0:
@@ -525,20 +544,26 @@ class PoolManager:
         """Build ``count`` members at once; ``(built, stopped)``.
 
         ``built``: per build, its member's record, or the seconds a failed
-        one cost; ``stopped``: the seconds of each build a stop ended.
+        one cost; ``stopped``: the seconds of each build ended by the
+        manager's stop or by the pool needing no more (:meth:`_cancel`).
         """
         listener = self._listener()
         stopped = []
+        cancel = threading.Event()
+        with self._guard:
+            self._cancels[key].add(cancel)
+        if self.stop_event.is_set():   # stopped before it was registered
+            cancel.set()
 
         def one(_):
             started = time.monotonic()
             try:
                 return pool_members.build(
                     self.conn, spec, listener=listener, conf=self.conf,
-                    timeout=self.group.build_timeout, cancel=self.stop_event,
+                    timeout=self.group.build_timeout, cancel=cancel,
                     **self.launch_options)
             except KeyboardInterrupt:
-                # The manager is stopping: the build deleted its VM.
+                # Cancelled: the build deleted its VM.
                 stopped.append(time.monotonic() - started)
                 return None
             except Exception as exc:
@@ -547,10 +572,16 @@ class PoolManager:
                 # What the failed attempt cost (its VM deleted since).
                 return time.monotonic() - started
 
-        with concurrent.futures.ThreadPoolExecutor(
-                min(count, self.group.refill_parallelism),
-                thread_name_prefix='mlaccel-pool-build') as workers:
-            return list(workers.map(one, range(count))), stopped
+        try:
+            with concurrent.futures.ThreadPoolExecutor(
+                    min(count, self.group.refill_parallelism),
+                    thread_name_prefix='mlaccel-pool-build') as workers:
+                return list(workers.map(one, range(count))), stopped
+        finally:
+            with self._guard:
+                self._cancels[key].discard(cancel)
+                if not self._cancels[key]:
+                    del self._cancels[key]
 
     def _record(self, key, count, built, stopped):
         """Put the built members in the store; they stop counting as built."""
@@ -569,13 +600,20 @@ class PoolManager:
                          'built: deleting them', key, len(made))
                 made, failed = [], 0
                 extra = [m['server_id'] for m in built if isinstance(m, dict)]
+            except pool_store.PoolUnavailable as exc:
+                # Unrecorded, their tokens would be lost with them.
+                LOG.warning('Pool %s: %d built member(s) cannot be recorded '
+                            '(%s): deleting them', key, len(made), exc)
+                made, failed = [], 0
+                extra = [m['server_id'] for m in built if isinstance(m, dict)]
             finally:
                 self._count(key, -count)
         for server_id in extra:
             pool_members.delete(self.conn, server_id)
         if stopped:
             LOG.info('Pool %s: %d member build(s) ended by the manager\'s '
-                     'stop, their VMs deleted', key, len(stopped))
+                     'stop or as no longer needed, their VMs deleted', key,
+                     len(stopped))
         if failed:
             LOG.warning('Pool %s: %d of %d creations failed (%d refill(s) '
                         'in a row); the pool does not grow for %.0f s', key,

@@ -345,6 +345,39 @@ class PoolTest(pool_base.PoolTestCase):
                                    pool_members.name_prefix(hung.key))],
             'no server of the hung pool left')
 
+    def test_builds_no_longer_needed_are_ended(self):
+        """A pool whose bounds fall to 0 mid-build ends its builds.
+
+        Its member's guest never starts (the build would wait its whole
+        ``build_timeout``, 600 s). Once the pool needs no member, the next
+        resize ends the build, which deletes its VM; nothing is counted as
+        a failure and the pool does not back off.
+        """
+        self.flags(build_timeout=600.0, group='mlaccel_pool')
+        self.create_pool(1, 1)
+        self.useFixture(pool_base.fixtures.MonkeyPatch(
+            'tests.functional.launcher.guest.SILENT_SPAWN',
+            _Prefix(pool_members.name_prefix(self.key))))
+        manager = self.manager()
+        self.addCleanup(manager.stop)
+        self.assertEqual(1, manager.resize(self.key, wait=False))
+        self.wait_servers(
+            lambda found: [s for s in found.values() if s.status == 'ACTIVE'],
+            'the member active, its daemon silent')
+        with self.store.transaction(self.key) as state:
+            state['bounds'] = {'min': 0, 'max': 0}
+        self.assertEqual(0, manager.resize(self.key, wait=False))
+        waiter = threading.Thread(target=manager.wait_builds, daemon=True)
+        waiter.start()
+        # Bound: a tenth of the build timeout the build would wait.
+        waiter.join(60.0)
+        self.assertFalse(waiter.is_alive(), 'the build was not ended')
+        self.assertEqual(0, manager.building(self.key))
+        stats = self.state()['stats']
+        self.assertEqual(0, stats['create_failures'])
+        self.assertEqual(0, stats.get('failed_rounds', 0))
+        self.wait_servers(lambda found: not found, 'no server left')
+
     def test_a_pool_removed_while_its_members_build_leaves_no_server(self):
         """Members built for a pool removed meanwhile are deleted.
 
