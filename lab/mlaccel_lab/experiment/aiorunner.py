@@ -253,9 +253,10 @@ class AioRunner(runner_mod.TaskRunner):
                 '^%s-' % prefix for prefix in (NAME_PREFIX, STOCK_PREFIX)])
             clock.mark('servers')
             aiostate.forget_demand(self.store, self.project_id)
-            if self.store.keys():
-                self.switch.set_manager(True)
-                aiostate.empty_pools(self.conn, self.store)
+            # Stopped first: its builds end, each deleting its VM, and
+            # nothing races the deletions; the arm's switch restarts it.
+            self.switch.set_manager(False)
+            aiostate.empty_pools(self.conn, self.store)
             clock.mark('pools')
             restarted = []
             if self.lay.settings.cinder:
@@ -447,11 +448,9 @@ class AioRunner(runner_mod.TaskRunner):
     def restore(self):
         """Every mechanism on and no pool, as the cloud is brought up."""
         aiostate.forget_demand(self.store, self.project_id)
-        if self.store.keys():
-            self.switch.set_manager(True)
-            aiostate.empty_pools(self.conn, self.store)
-        # The manager as the cloud runs it: learning off.
         self.switch.set_manager(False)
+        aiostate.empty_pools(self.conn, self.store)
+        # The manager as the cloud runs it: learning off.
         self.switch.manager_config_files = []
         self.switch.apply(arms_mod.MLACCEL)
 

@@ -127,38 +127,22 @@ def pool_conf(lay):
     return conf
 
 
-def pool_servers(conn, key):
-    return {s.id for s in conn.compute.servers(
-        name=pool_members.name_filter(key))
-        if s.status not in ('DELETED', 'SOFT_DELETED')}
-
-
 def empty_pools(conn, store):
-    """Empty and remove every pool; return how many there were.
+    """Delete every pool and every server of one; return how many pools.
 
-    Each pool's bounds go to 0, the manager (which must run) deletes its
-    members, then the pool is removed (a learned pool the manager retires
-    meanwhile is gone already). Forget the demand first
-    (:func:`forget_demand`), or a learning manager makes its pools again.
+    The pool manager must be stopped (:meth:`ArmSwitch.set_manager`): its
+    builds have ended, each deleting its VM, and nothing makes or fills a
+    pool meanwhile. Every server under a pool's name goes (members, a
+    build's or a claim's leftovers), then the pools. Forget the demand
+    first (:func:`forget_demand`), or a learning manager started later
+    makes its pools again.
     """
     keys = list(store.keys())
+    delete_servers(conn, ['^' + pool_members.name_prefix('')])
     for key in keys:
         try:
             with store.transaction(key) as state:
-                state['bounds'] = {'min': 0, 'max': 0}
-        except pool_store.NoSuchPool:
-            continue
-
-    def emptied(key):
-        try:
-            members = store.read(key)['members']
-        except pool_store.NoSuchPool:
-            members = {}
-        return not members and not pool_servers(conn, key)
-
-    for key in keys:
-        wait_for(lambda: emptied(key), 'pool %s to empty' % key)
-        try:
+                state['members'] = {}
             store.delete(key)
         except pool_store.NoSuchPool:
             pass
