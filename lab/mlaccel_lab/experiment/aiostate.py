@@ -102,8 +102,11 @@ def empty_volume_cache(conn):
 def delete_servers(conn, name_filters):
     """Delete the servers whose names match any of ``name_filters``.
 
-    What a run interrupted midway left behind; returns how many there were
-    once Nova lists none of them.
+    What a run interrupted midway left behind, or a pool's members;
+    returns how many there were once Nova lists none of them. A delete
+    that failed leaves its server in ERROR (nova-compute cannot tell a
+    scheduler being restarted beside the reset that the instance went):
+    such a server is deleted again.
     """
     compute = conn.compute
 
@@ -112,10 +115,17 @@ def delete_servers(conn, name_filters):
             all_projects=True, name=pattern)
             if s.status not in ('DELETED', 'SOFT_DELETED')]
 
+    def gone():
+        left = listed()
+        for server in left:
+            if server.status == 'ERROR' and not server.task_state:
+                compute.delete_server(server, ignore_missing=True)
+        return not left
+
     found = listed()
     for server in found:
         compute.delete_server(server, ignore_missing=True)
-    wait_for(lambda: not listed(), 'leftover servers to go')
+    wait_for(gone, 'leftover servers to go')
     return len(found)
 
 

@@ -14,6 +14,7 @@
 user-data and console times, boot volumes, pool bounds, the log costs."""
 
 import base64
+import functools
 import os
 import subprocess
 import sys
@@ -253,3 +254,43 @@ class MemberSecondsTest(testcase.TestCase):
         self.assertEqual(30.0 + 42.0,
                          aiostate.member_seconds(store, group, conn))
         self.assertEqual([pool_members.name_filter(spec.key)], asked)
+
+
+class FailedDeleteCompute:
+    """Nova's compute API as the reset meets it while the scheduler restarts.
+
+    A stand-in for the all-in-one cloud's Nova (not run by unit tests):
+    the first delete of each server fails, as nova-compute's does when it
+    cannot reach the restarting scheduler, and leaves it in ERROR; a second
+    delete goes through.
+    """
+
+    def __init__(self, names):
+        self.servers_by_id = {name: types.SimpleNamespace(
+            id=name, name=name, status='ACTIVE', task_state=None)
+            for name in names}
+        self.deletes = []
+
+    def servers(self, all_projects, name):
+        return [s for s in self.servers_by_id.values()
+                if s.name.startswith(name.lstrip('^'))]
+
+    def delete_server(self, server, ignore_missing):
+        self.deletes.append(server.id)
+        if self.deletes.count(server.id) == 1:
+            server.status = 'ERROR'
+        else:
+            del self.servers_by_id[server.id]
+
+
+class TestDeleteServers(testcase.TestCase):
+
+    def test_a_server_a_failed_delete_left_in_error_is_deleted_again(self):
+        compute = FailedDeleteCompute(['mlaccel_pool_a-1', 'other-1'])
+        conn = types.SimpleNamespace(compute=compute)
+        self.useFixture(fixtures.MonkeyPatch(
+            'mlaccel_lab.experiment.aiostate.wait_for', functools.partial(
+                aiostate.wait_for, timeout=5.0, interval=0.01)))
+        self.assertEqual(1, aiostate.delete_servers(conn, ['^mlaccel_pool_']))
+        self.assertEqual(['mlaccel_pool_a-1'] * 2, compute.deletes)
+        self.assertEqual(['other-1'], list(compute.servers_by_id))
