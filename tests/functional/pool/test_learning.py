@@ -97,8 +97,9 @@ class LearnedPoolTest(pool_base.PoolTestCase):
         manager.run_once()
         self._wait_until(lambda: not self.store.exists(self.key) or
                          not self.state()['members'], 'the member to go')
-        manager.run_once()
-        self.assertEqual([], self.store.keys())
+        # Retired once Nova lists none of its servers.
+        self._wait_until(lambda: (manager.run_once(), self.store.keys())[1]
+                         == [], 'the pool to be retired')
         self.wait_servers(lambda found: not found, 'every server gone')
 
     def test_retired_only_once_nova_lists_none_of_its_servers(self):
