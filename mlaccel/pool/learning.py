@@ -250,11 +250,17 @@ class Learner:
         :meth:`~mlaccel.pool.manager.PoolManager.lingering`: builds in
         flight, servers in Nova): such a pool is not retired, so that its
         manager goes on tending it until nothing of it is left.
+    :param building: ``callable(key) -> int``, members of a pool being
+        built (its manager's :meth:`~mlaccel.pool.manager.PoolManager.
+        building`): they are planned with as alive, or a round that does
+        not see them would plan the pool afresh and undo their builds.
     """
 
-    def __init__(self, store, conf, project_id, visible, lingering=None):
+    def __init__(self, store, conf, project_id, visible, lingering=None,
+                 building=None):
         self.store = store
         self.lingering = lingering or (lambda key: False)
+        self.building = building or (lambda key: 0)
         self.group = conf.mlaccel_pool
         self.log = pool_demand.DemandLog.from_conf(store, conf)
         self.project_id = project_id
@@ -291,19 +297,22 @@ class Learner:
         manual = {k for k, s in ours.items() if not is_learned(s)}
         idle = {k: len(pool_store.members(s, pool_store.IDLE))
                 for k, s in ours.items()}
+        # Warm members and those being built: a claimed one is its task's
+        # VM now.
+        alive = {k: n + self.building(k) for k, n in idle.items()
+                 if k not in manual}
         doc = self.log.read(self.project_id)
-        # Warm members only: a claimed one is its task's VM now.
         granted, targets = self.policy.targets(
-            doc, now, {k: n for k, n in idle.items() if k not in manual},
+            doc, now, alive,
             leads={k: s['stats']['lead_time_s'] for k, s in ours.items()},
             manual=manual, reserved=sum(idle[k] for k in manual),
             others=sum(held(s) for k, s in states.items() if k not in ours))
         for key, target in targets.items():
             self._apply(key, doc, target)
-        # What the learned pools hold until the next round: their warm
-        # members, or their targets while those are being built.
+        # What the learned pools hold until the next round: their members
+        # alive, or their targets while more are being built.
         learned = {k for k in ours if k not in manual} | set(targets)
-        held_now = sum(max(idle.get(k, 0), targets.get(k, 0))
+        held_now = sum(max(alive.get(k, 0), targets.get(k, 0))
                        for k in learned)
         if pool_demand.holding(doc) != held_now:
             self.log.record_spend(self.project_id, held_now, now)

@@ -305,7 +305,8 @@ class PoolManager:
                 'the project of the manager\'s credentials is unknown')
         if self._learner is None or self._learner.project_id != project:
             self._learner = learning.Learner(self.store, self.conf, project,
-                                             self._visible, self.lingering)
+                                             self._visible, self.lingering,
+                                             self.building)
         return self._learner
 
     def _image_visible(self, image_id):

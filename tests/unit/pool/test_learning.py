@@ -15,6 +15,7 @@ many members, under the operator's options."""
 
 import os
 import threading
+from unittest import mock
 
 import fixtures
 
@@ -363,3 +364,23 @@ class RetirementTest(testcase.TestCase):
         self.assertEqual(0, self.store.read(HOT.key)['learned_target'])
         self.plan(lambda key: False)
         self.assertEqual([], self.store.keys())
+
+    def test_members_being_built_are_planned_as_alive(self):
+        """A member being built is planned with, not planned afresh.
+
+        Planned as if the pool held nothing, a pool whose only member is
+        being built may be granted nothing this round and the member again
+        the next: its build ended and started over every other round.
+        """
+        seen = []
+        real = learning.Policy.targets
+
+        def targets(policy, doc, now, alive, **kwargs):
+            seen.append(dict(alive))
+            return real(policy, doc, now, alive, **kwargs)
+
+        with mock.patch.object(learning.Policy, 'targets', targets):
+            learning.Learner(self.store, configured(self), PROJECT,
+                             lambda image_id: True, lingering=lambda k: True,
+                             building=lambda k: 2).plan(now=NOW)
+        self.assertEqual([{HOT.key: 2}], seen)
