@@ -41,6 +41,16 @@ from tests.functional.pool import base as pool_base
 
 class PoolTest(pool_base.PoolTestCase):
 
+    def hang_members(self, key):
+        """Pool ``key``'s members' guests never start (ACTIVE, silent).
+
+        Each build would wait its whole ``build_timeout``, 600 s here.
+        """
+        self.flags(build_timeout=600.0, group='mlaccel_pool')
+        self.useFixture(pool_base.fixtures.MonkeyPatch(
+            'tests.functional.launcher.guest.SILENT_SPAWN',
+            _Prefix(pool_members.name_prefix(key))))
+
     def test_refill_claim_run_return(self):
         self.create_pool(2, 4, max_tasks=2)
         self.manager().run_once()
@@ -264,11 +274,8 @@ class PoolTest(pool_base.PoolTestCase):
         the waits, each build deletes its VM, nothing is recorded as a
         member or as a failure, and the pool does not back off.
         """
-        self.flags(build_timeout=600.0, group='mlaccel_pool')
         self.create_pool(2, 2)
-        self.useFixture(pool_base.fixtures.MonkeyPatch(
-            'tests.functional.launcher.guest.SILENT_SPAWN',
-            _Prefix(pool_members.name_prefix(self.key))))
+        self.hang_members(self.key)
         manager = self.manager()
         worker = threading.Thread(target=manager.run, daemon=True)
         worker.start()
@@ -298,7 +305,6 @@ class PoolTest(pool_base.PoolTestCase):
         servers are not deleted as orphans. The stop ends the builds and
         leaves no server.
         """
-        self.flags(build_timeout=600.0, group='mlaccel_pool')
         other = pool_spec.PoolSpec(
             self.spec.project_id, self.spec.image_id, self.spec.flavor_id,
             preload=['os'])
@@ -310,9 +316,7 @@ class PoolTest(pool_base.PoolTestCase):
         self.assertEqual([hung.key, served.key],
                          [k for k in self.store.keys()
                           if k in (hung.key, served.key)])
-        self.useFixture(pool_base.fixtures.MonkeyPatch(
-            'tests.functional.launcher.guest.SILENT_SPAWN',
-            _Prefix(pool_members.name_prefix(hung.key))))
+        self.hang_members(hung.key)
         manager = self.manager()
         rounds = []
         tend = manager.run_once
@@ -353,11 +357,8 @@ class PoolTest(pool_base.PoolTestCase):
         resize ends the build, which deletes its VM; nothing is counted as
         a failure and the pool does not back off.
         """
-        self.flags(build_timeout=600.0, group='mlaccel_pool')
         self.create_pool(1, 1)
-        self.useFixture(pool_base.fixtures.MonkeyPatch(
-            'tests.functional.launcher.guest.SILENT_SPAWN',
-            _Prefix(pool_members.name_prefix(self.key))))
+        self.hang_members(self.key)
         manager = self.manager()
         self.addCleanup(manager.stop)
         self.assertEqual(1, manager.resize(self.key, wait=False))
